@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what fedshard needs to build, test and run its demo. Idempotent: apt-installs only what is missing.
+set -euo pipefail
+
+pkgs=(
+  build-essential cmake ccache pkg-config
+  libtorch-dev python3-torch
+  libopenmpi-dev openmpi-bin
+  libcli11-dev nlohmann-json3-dev libtomlplusplus-dev libpcre2-dev
+  libgtest-dev googletest
+  gnuplot-nox iproute2
+)
+# npm often comes with a NodeSource nodejs that conflicts with Debian's npm package: only install when absent.
+command -v npm >/dev/null 2>&1 || pkgs+=(npm)
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

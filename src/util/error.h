@@ -1,0 +1,29 @@
+// User-facing failures. An Error is a problem with the input or the environment (bad flag, missing file,
+// corrupt shard, impossible topology): main prints its message as one line and exits non-zero.
+#pragma once
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace fedshard {
+
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+template <class... Args>
+std::string cat(Args&&... args) {
+  std::ostringstream os;
+  (os << ... << args);
+  return os.str();
+}
+
+}  // namespace fedshard
+
+// FS_CHECK(cond, "what", value, "more") throws fedshard::Error with the concatenated message.
+#define FS_CHECK(cond, ...)                                 \
+  do {                                                      \
+    if (!(cond)) throw ::fedshard::Error(::fedshard::cat(__VA_ARGS__)); \
+  } while (0)
