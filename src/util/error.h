@@ -27,3 +27,10 @@ std::string cat(Args&&... args) {
   do {                                                      \
     if (!(cond)) throw ::fedshard::Error(::fedshard::cat(__VA_ARGS__)); \
   } while (0)
+
+// FS_ASSERT guards internal invariants (a bug, not bad input): std::logic_error with file and line.
+#define FS_ASSERT(cond, ...)                                                                          \
+  do {                                                                                                \
+    if (!(cond))                                                                                      \
+      throw std::logic_error(::fedshard::cat(__FILE__, ":", __LINE__, ": ", #cond, " ", ##__VA_ARGS__)); \
+  } while (0)

@@ -1,0 +1,41 @@
+#include "comm/communicator.h"
+
+#include "util/error.h"
+
+namespace fedshard::comm {
+
+const char* collective_name(Collective c) {
+  switch (c) {
+    case Collective::AllGather: return "all_gather";
+    case Collective::ReduceScatter: return "reduce_scatter";
+    case Collective::AllReduce: return "all_reduce";
+    case Collective::Broadcast: return "broadcast";
+    case Collective::Barrier: return "barrier";
+  }
+  return "?";
+}
+
+double ring_bus_bytes(Collective c, double full_bytes, int p) {
+  if (p <= 1) return 0.0;
+  const double frac = static_cast<double>(p - 1) / static_cast<double>(p);
+  switch (c) {
+    case Collective::AllGather:
+    case Collective::ReduceScatter:
+    case Collective::Broadcast: return frac * full_bytes;
+    case Collective::AllReduce: return 2.0 * frac * full_bytes;
+    case Collective::Barrier: return 0.0;
+  }
+  return 0.0;
+}
+
+int ring_steps(Collective c, int p) {
+  if (p <= 1) return 0;
+  return c == Collective::AllReduce ? 2 * (p - 1) : p - 1;
+}
+
+std::string Communicator::describe(Collective c, const at::Tensor& t) const {
+  return cat(collective_name(c), " of ", t.numel(), " x ", t.dtype().name(), " on '", name_, "' (rank ",
+             rank_, " of ", size(), ")");
+}
+
+}  // namespace fedshard::comm

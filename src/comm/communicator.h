@@ -1,0 +1,59 @@
+// Collectives over flat tensors. Every call is asynchronous and returns a Work handle (call wait() for the
+// blocking form); every call is counted in the Ledger under this communicator's tier.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <string>
+#include <vector>
+
+#include "comm/ledger.h"
+#include "comm/tier.h"
+#include "comm/work.h"
+
+namespace fedshard::comm {
+
+enum class ReduceOp { Sum, Mean };
+enum class Collective { AllGather, ReduceScatter, AllReduce, Broadcast, Barrier };
+const char* collective_name(Collective c);
+
+// Bytes one rank sends under the ring algorithm, averaged over ranks: all-gather and reduce-scatter
+// (p-1)/p of the full buffer, all-reduce 2(p-1)/p, broadcast (p-1)/p (p-1 of p ranks forward the buffer).
+double ring_bus_bytes(Collective c, double full_bytes, int p);
+// Sequential ring steps (the latency term): p-1, twice that for all-reduce.
+int ring_steps(Collective c, int p);
+
+class Communicator {
+ public:
+  Communicator(std::string name, Tier tier, int rank, std::vector<int> world_ranks)
+      : name_(std::move(name)), tier_(tier), rank_(rank), world_ranks_(std::move(world_ranks)) {}
+  virtual ~Communicator() = default;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  const std::string& name() const { return name_; }
+  Tier tier() const { return tier_; }
+  int rank() const { return rank_; }
+  int size() const { return static_cast<int>(world_ranks_.size()); }
+  const std::vector<int>& world_ranks() const { return world_ranks_; }
+
+  // out[r*n:(r+1)*n] = in of rank r. in: n elements (may be that slice of out), out: n*size.
+  virtual WorkHandle all_gather(const at::Tensor& in, const at::Tensor& out, Traffic k = Traffic::Data) = 0;
+  // out (n elements) = reduction over ranks of in[rank*n:(rank+1)*n]. in: n*size elements.
+  virtual WorkHandle reduce_scatter(const at::Tensor& in, const at::Tensor& out, ReduceOp op,
+                                    Traffic k = Traffic::Data) = 0;
+  virtual WorkHandle all_reduce(const at::Tensor& inout, ReduceOp op, Traffic k = Traffic::Data) = 0;
+  virtual WorkHandle broadcast(const at::Tensor& inout, int root, Traffic k = Traffic::Data) = 0;
+  virtual WorkHandle barrier() = 0;
+
+ protected:
+  std::string describe(Collective c, const at::Tensor& t) const;
+
+ private:
+  std::string name_;
+  Tier tier_;
+  int rank_;
+  std::vector<int> world_ranks_;
+};
+
+}  // namespace fedshard::comm

@@ -1,0 +1,62 @@
+#include "comm/ledger.h"
+
+namespace fedshard::comm {
+
+Tally& Tally::operator+=(const Tally& o) {
+  bus_bytes += o.bus_bytes;
+  payload_bytes += o.payload_bytes;
+  calls += o.calls;
+  seconds += o.seconds;
+  emulated_seconds += o.emulated_seconds;
+  return *this;
+}
+
+Tally Tally::operator-(const Tally& o) const {
+  Tally d;
+  d.bus_bytes = bus_bytes - o.bus_bytes;
+  d.payload_bytes = payload_bytes - o.payload_bytes;
+  d.calls = calls - o.calls;
+  d.seconds = seconds - o.seconds;
+  d.emulated_seconds = emulated_seconds - o.emulated_seconds;
+  return d;
+}
+
+double LedgerSnapshot::bus_bytes(Tier t) const {
+  return at(t, Traffic::Data).bus_bytes + at(t, Traffic::Control).bus_bytes;
+}
+
+double LedgerSnapshot::bus_bytes(Traffic k) const {
+  double s = 0;
+  for (Tier t : kTiers) s += at(t, k).bus_bytes;
+  return s;
+}
+
+LedgerSnapshot LedgerSnapshot::operator-(const LedgerSnapshot& o) const {
+  LedgerSnapshot d;
+  for (int t = 0; t < kNumTiers; ++t)
+    for (int k = 0; k < 2; ++k) d.by_tier[t][k] = by_tier[t][k] - o.by_tier[t][k];
+  d.exposed_wait_seconds = exposed_wait_seconds - o.exposed_wait_seconds;
+  return d;
+}
+
+Ledger& Ledger::instance() {
+  static Ledger ledger;
+  return ledger;
+}
+
+void Ledger::record(Tier tier, Traffic traffic, const Tally& t) {
+  std::lock_guard<std::mutex> lock(mu_);
+  totals_.by_tier[static_cast<int>(tier)][static_cast<int>(traffic)] += t;
+}
+
+void Ledger::add_exposed_wait(double seconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  totals_.exposed_wait_seconds += seconds;
+}
+
+LedgerSnapshot Ledger::snapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return totals_;
+}
+
+}  // namespace fedshard::comm

@@ -1,0 +1,46 @@
+// Byte and time accounting of every collective, per tier and traffic kind. Communicators record into the
+// process-wide ledger; the trainer takes snapshots around a step and reports the difference.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <mutex>
+
+#include "comm/tier.h"
+
+namespace fedshard::comm {
+
+struct Tally {
+  double bus_bytes = 0;      // bytes this rank sends under the ring algorithm of the collective
+  double payload_bytes = 0;  // size of the buffer the collective was called on
+  int64_t calls = 0;
+  double seconds = 0;        // time the collective took on the comm thread (real)
+  double emulated_seconds = 0;  // extra hold added by link emulation
+
+  Tally& operator+=(const Tally& o);
+  Tally operator-(const Tally& o) const;
+};
+
+struct LedgerSnapshot {
+  std::array<std::array<Tally, 2>, kNumTiers> by_tier{};  // [tier][traffic]
+  double exposed_wait_seconds = 0;  // time the training thread spent blocked in wait()
+
+  const Tally& at(Tier t, Traffic k) const { return by_tier[static_cast<int>(t)][static_cast<int>(k)]; }
+  double bus_bytes(Tier t) const;  // data + control
+  double bus_bytes(Traffic k) const;  // all tiers
+  LedgerSnapshot operator-(const LedgerSnapshot& o) const;
+};
+
+class Ledger {
+ public:
+  static Ledger& instance();
+  void record(Tier tier, Traffic traffic, const Tally& t);
+  void add_exposed_wait(double seconds);
+  LedgerSnapshot snapshot() const;
+
+ private:
+  mutable std::mutex mu_;
+  LedgerSnapshot totals_;
+};
+
+}  // namespace fedshard::comm

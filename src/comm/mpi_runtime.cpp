@@ -1,0 +1,49 @@
+#include "comm/mpi_runtime.h"
+
+#include <mpi.h>
+
+#include <cstdlib>
+
+#include "util/error.h"
+
+namespace fedshard::comm {
+
+namespace {
+MpiRuntime* g_runtime = nullptr;
+}
+
+MpiRuntime::MpiRuntime(int* argc, char*** argv) {
+  FS_ASSERT(g_runtime == nullptr, "one MpiRuntime per process");
+  int provided = 0;
+  if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
+    throw Error("MPI_Init_thread failed");
+  // Collectives run on the comm thread while the training thread also calls MPI (construction, aborts).
+  FS_CHECK(provided >= MPI_THREAD_MULTIPLE, "this MPI library provides thread level ", provided,
+           ", fedshard needs MPI_THREAD_MULTIPLE");
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size_);
+  comm_thread_ = std::make_unique<CommThread>();
+  g_runtime = this;
+}
+
+MpiRuntime::~MpiRuntime() {
+  comm_thread_.reset();
+  g_runtime = nullptr;
+  MPI_Finalize();
+}
+
+MpiRuntime& MpiRuntime::get() {
+  FS_ASSERT(g_runtime != nullptr, "no MpiRuntime: create one in main()");
+  return *g_runtime;
+}
+
+void MpiRuntime::abort(int code) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+
+}  // namespace fedshard::comm

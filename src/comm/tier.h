@@ -1,0 +1,23 @@
+// Network tiers that communication is accounted to.
+#pragma once
+
+#include <array>
+#include <string>
+
+namespace fedshard::comm {
+
+enum class Tier { Node = 0, InterNode = 1, InterGroup = 2 };
+constexpr int kNumTiers = 3;
+constexpr std::array<Tier, kNumTiers> kTiers{Tier::Node, Tier::InterNode, Tier::InterGroup};
+
+// "node", "inter-node", "inter-group" (the CLI's --link names); metrics use inter_node/inter_group keys.
+const char* tier_name(Tier t);
+const char* tier_metric_key(Tier t);
+// Parses a CLI tier name; throws fedshard::Error on an unknown one.
+Tier parse_tier(const std::string& name);
+
+// Data: parameters and gradients (what DESIGN's cost formulas count). Control: scalars for logging, clipping
+// and sync bookkeeping, counted separately so both can be checked exactly.
+enum class Traffic { Data = 0, Control = 1 };
+
+}  // namespace fedshard::comm

@@ -1,0 +1,60 @@
+// Llama-3 architecture hyperparameters and the named presets. Pure arithmetic: nothing here allocates
+// tensors, so parameter counts of 70B models are computed without building them.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fedshard::model {
+
+// Llama 3.1 "rope_scaling" (wavelength-dependent frequency division for long context).
+struct RopeScaling {
+  double factor = 8.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  int64_t original_max_position = 8192;
+};
+
+struct ModelConfig {
+  std::string name;
+  int64_t dim = 0;
+  int64_t n_layers = 0;
+  int64_t n_heads = 0;
+  int64_t n_kv_heads = 0;
+  int64_t vocab_size = 0;  // 0: taken from the tokenizer of the data (tiny/small presets)
+  int64_t multiple_of = 256;
+  std::optional<double> ffn_dim_multiplier;
+  double norm_eps = 1e-5;
+  double rope_theta = 500000.0;
+  std::optional<RopeScaling> rope_scaling;
+  int64_t max_seq_len = 2048;
+  bool tie_embeddings = false;
+
+  int64_t head_dim() const { return dim / n_heads; }
+  // Llama's SwiGLU hidden size: 2/3 of 4*dim, times the multiplier, rounded up to multiple_of.
+  int64_t ffn_hidden_dim() const;
+  int64_t params_per_block() const;
+  int64_t embedding_params() const { return vocab_size * dim; }
+  int64_t head_params() const { return dim + (tie_embeddings ? 0 : vocab_size * dim); }
+  int64_t param_count() const;
+  // Forward FLOPs per token for a sequence of seq_len (matmuls + attention scores), the usual 2*params rule
+  // plus the attention term; training is ~3x this (x4 with recomputation).
+  double forward_flops_per_token(int64_t seq_len) const;
+
+  // Throws fedshard::Error naming the first inconsistent field.
+  void validate() const;
+};
+
+// Presets: tiny, small, llama3.2-1b, llama3.1-8b, llama3.1-70b. Throws fedshard::Error on an unknown name.
+ModelConfig preset(const std::string& name);
+std::vector<std::string> preset_names();
+
+// Human-readable architecture summary (used by `fedshard info`).
+std::string describe(const ModelConfig& cfg);
+
+// 8030261248 -> "8,030,261,248".
+std::string with_commas(int64_t n);
+
+}  // namespace fedshard::model

@@ -1,0 +1,18 @@
+// Stateless Llama building blocks on plain tensors. Reduced-precision inputs are upcast to float32 for the
+// numerically sensitive parts (norm statistics, softmax), float64 stays float64.
+#pragma once
+
+#include <ATen/ATen.h>
+
+namespace fedshard::model {
+
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
+
+// Causal grouped-query attention core. q: [B, T, H, D]; k, v: [B, T, KV, D] with H % KV == 0.
+// Returns [B, T, H*D]. Uses at::scaled_dot_product_attention on LibTorch >= 2, explicit softmax otherwise.
+at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
+
+// SwiGLU feed-forward: w2(silu(w1 x) * w3 x).
+at::Tensor swiglu(const at::Tensor& x, const at::Tensor& w1, const at::Tensor& w2, const at::Tensor& w3);
+
+}  // namespace fedshard::model

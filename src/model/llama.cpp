@@ -1,0 +1,191 @@
+#include "model/llama.h"
+
+#include <cmath>
+#include <set>
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include "model/layers.h"
+#include "util/error.h"
+
+namespace fedshard::model {
+
+namespace {
+
+// Holds a unit's parameter slots; allocates them unless the model is built unmaterialized.
+class SlotList {
+ public:
+  SlotList(at::TensorOptions opts, bool materialize) : opts_(opts), materialize_(materialize) {}
+  void add(std::string name, at::Tensor& t, std::vector<int64_t> shape) {
+    if (materialize_) t = at::empty(shape, opts_);
+    slots_.push_back({std::move(name), &t, std::move(shape)});
+  }
+  void alias(std::string name, at::Tensor& t, std::vector<int64_t> shape) {
+    slots_.push_back({std::move(name), &t, std::move(shape)});
+  }
+  const std::vector<ParamSlot>& get() const { return slots_; }
+
+ private:
+  at::TensorOptions opts_;
+  bool materialize_;
+  std::vector<ParamSlot> slots_;
+};
+
+class EmbeddingUnit : public Unit {
+ public:
+  EmbeddingUnit(const ModelConfig& c, at::TensorOptions o, bool materialize) : slots_(o, materialize) {
+    slots_.add("tok_embeddings.weight", weight, {c.vocab_size, c.dim});
+  }
+  std::string name() const override { return "embedding"; }
+  at::Tensor forward(const at::Tensor& tokens) override { return at::embedding(weight, tokens); }
+  std::vector<ParamSlot> params() override { return slots_.get(); }
+  at::Tensor weight;
+
+ private:
+  SlotList slots_;
+};
+
+class BlockUnit : public Unit {
+ public:
+  BlockUnit(const ModelConfig& c, int64_t layer, at::TensorOptions o, bool materialize, std::shared_ptr<Rope> rope)
+      : cfg_(c), layer_(layer), rope_(std::move(rope)), slots_(o, materialize) {
+    const int64_t kv_dim = c.n_kv_heads * c.head_dim();
+    const int64_t hidden = c.ffn_hidden_dim();
+    const std::string p = name() + ".";
+    slots_.add(p + "attention_norm.weight", attention_norm, {c.dim});
+    slots_.add(p + "attention.wq.weight", wq, {c.dim, c.dim});
+    slots_.add(p + "attention.wk.weight", wk, {kv_dim, c.dim});
+    slots_.add(p + "attention.wv.weight", wv, {kv_dim, c.dim});
+    slots_.add(p + "attention.wo.weight", wo, {c.dim, c.dim});
+    slots_.add(p + "ffn_norm.weight", ffn_norm, {c.dim});
+    slots_.add(p + "feed_forward.w1.weight", w1, {hidden, c.dim});
+    slots_.add(p + "feed_forward.w2.weight", w2, {c.dim, hidden});
+    slots_.add(p + "feed_forward.w3.weight", w3, {hidden, c.dim});
+  }
+  std::string name() const override { return "layers." + std::to_string(layer_); }
+
+  at::Tensor forward(const at::Tensor& x) override {
+    const int64_t b = x.size(0), t = x.size(1), hd = cfg_.head_dim();
+    auto xn = rms_norm(x, attention_norm, cfg_.norm_eps);
+    auto q = rope_->apply(at::linear(xn, wq).view({b, t, cfg_.n_heads, hd}));
+    auto k = rope_->apply(at::linear(xn, wk).view({b, t, cfg_.n_kv_heads, hd}));
+    auto v = at::linear(xn, wv).view({b, t, cfg_.n_kv_heads, hd});
+    auto h = x + at::linear(causal_attention(q, k, v), wo);
+    return h + swiglu(rms_norm(h, ffn_norm, cfg_.norm_eps), w1, w2, w3);
+  }
+
+  std::vector<ParamSlot> params() override { return slots_.get(); }
+
+  at::Tensor attention_norm, wq, wk, wv, wo, ffn_norm, w1, w2, w3;
+
+ private:
+  ModelConfig cfg_;
+  int64_t layer_;
+  std::shared_ptr<Rope> rope_;
+  SlotList slots_;
+};
+
+class HeadUnit : public Unit {
+ public:
+  // tied: the output projection reads the embedding's weight slot.
+  HeadUnit(const ModelConfig& c, at::TensorOptions o, bool materialize, at::Tensor* tied_weight)
+      : eps_(c.norm_eps), slots_(o, materialize) {
+    slots_.add("norm.weight", norm, {c.dim});
+    if (tied_weight) {
+      output_ = tied_weight;
+      slots_.alias("tok_embeddings.weight", *tied_weight, {c.vocab_size, c.dim});
+    } else {
+      output_ = &own_output;
+      slots_.add("output.weight", own_output, {c.vocab_size, c.dim});
+    }
+  }
+  std::string name() const override { return "head"; }
+  at::Tensor forward(const at::Tensor& x) override { return at::linear(rms_norm(x, norm, eps_), *output_); }
+  std::vector<ParamSlot> params() override { return slots_.get(); }
+
+  at::Tensor norm, own_output;
+
+ private:
+  double eps_;
+  at::Tensor* output_;
+  SlotList slots_;
+};
+
+uint64_t fnv1a(const std::string& s, uint64_t h) {
+  for (unsigned char ch : s) {
+    h ^= ch;
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+}  // namespace
+
+Llama::Llama(ModelConfig cfg, at::ScalarType dtype, bool materialize) : cfg_(std::move(cfg)) {
+  cfg_.validate();
+  const auto opts = at::TensorOptions().dtype(dtype);
+  rope_ = std::make_shared<Rope>(cfg_);
+  auto embedding = std::make_unique<EmbeddingUnit>(cfg_, opts, materialize);
+  at::Tensor* tied = cfg_.tie_embeddings ? &embedding->weight : nullptr;
+  units_.push_back(std::move(embedding));
+  for (int64_t i = 0; i < cfg_.n_layers; ++i)
+    units_.push_back(std::make_unique<BlockUnit>(cfg_, i, opts, materialize, rope_));
+  units_.push_back(std::make_unique<HeadUnit>(cfg_, opts, materialize, tied));
+}
+
+std::vector<ParamSlot> Llama::named_parameters() const {
+  std::vector<ParamSlot> out;
+  std::set<const at::Tensor*> seen;
+  for (const auto& u : units_)
+    for (auto& s : u->params())
+      if (seen.insert(s.tensor).second) out.push_back(s);
+  return out;
+}
+
+at::Tensor Llama::forward(const at::Tensor& tokens) const {
+  at::Tensor x = tokens;
+  for (const auto& u : units_) x = u->forward(x);
+  return x;
+}
+
+void init_parameter(const ParamSlot& s, const ModelConfig& cfg, uint64_t seed, at::ScalarType dtype) {
+  auto ends_with = [&](const char* suffix) {
+    const std::string suf(suffix);
+    return s.name.size() >= suf.size() && s.name.compare(s.name.size() - suf.size(), suf.size(), suf) == 0;
+  };
+  if (!s.tensor->defined()) *s.tensor = at::empty(s.shape, at::TensorOptions().dtype(dtype));
+  if (ends_with("norm.weight")) {
+    s.tensor->fill_(1.0);
+    return;
+  }
+  double std_dev = 0.02;
+  double clamp = 0.0;
+  if (s.name == "tok_embeddings.weight") {
+    std_dev = cfg.tie_embeddings ? 1.0 / std::sqrt(static_cast<double>(cfg.dim)) : 1.0;
+  } else if (s.name == "output.weight") {
+    std_dev = 1.0 / std::sqrt(static_cast<double>(cfg.dim));
+    clamp = 3.0 * std_dev;
+  } else if (ends_with("attention.wo.weight") || ends_with("feed_forward.w2.weight") ||
+             ends_with("feed_forward.w3.weight")) {
+    // Depth-scaled init of the projections that write into the residual stream (torchtitan's depth_init).
+    const int64_t layer = std::stoll(s.name.substr(7, s.name.find('.', 7) - 7));
+    std_dev = 0.02 / std::sqrt(2.0 * static_cast<double>(layer + 1));
+  }
+  auto gen = at::detail::createCPUGenerator(fnv1a(s.name, 14695981039346656037ULL ^ (seed * 0x9E3779B97F4A7C15ULL)));
+  auto values = at::normal(0.0, std_dev, s.shape, gen, at::TensorOptions().dtype(at::kFloat));
+  if (clamp > 0) values = values.clamp(-clamp, clamp);
+  s.tensor->copy_(values);
+}
+
+void init_parameters(const Llama& model, uint64_t seed) {
+  at::NoGradGuard no_grad;
+  for (const auto& s : model.named_parameters()) init_parameter(s, model.config(), seed, s.tensor->scalar_type());
+}
+
+at::Tensor next_token_loss(const at::Tensor& logits, const at::Tensor& targets) {
+  auto flat = logits.reshape({-1, logits.size(-1)});
+  if (flat.scalar_type() != at::kDouble) flat = flat.to(at::kFloat);
+  return at::cross_entropy_loss(flat, targets.reshape({-1}));
+}
+
+}  // namespace fedshard::model

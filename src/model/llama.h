@@ -1,0 +1,64 @@
+// The Llama-3 model as a sequence of units: embedding, one unit per transformer block, final norm + head.
+// The model knows nothing about ranks: a parallelization plan (src/parallel) wraps the units and rebinds
+// their parameter slots to gathered buffers without this code changing.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "model/rope.h"
+
+namespace fedshard::model {
+
+// A named parameter of a unit. `tensor` points at the member the unit's forward reads, so whoever owns the
+// storage (the model here, a FlatParam under sharding) can rebind it to a view of its own buffer.
+struct ParamSlot {
+  std::string name;  // Meta-style name, e.g. "layers.3.attention.wq.weight"
+  at::Tensor* tensor;
+  std::vector<int64_t> shape;
+};
+
+class Unit {
+ public:
+  virtual ~Unit() = default;
+  virtual std::string name() const = 0;
+  virtual at::Tensor forward(const at::Tensor& x) = 0;
+  // Fixed order. A tied parameter appears in every unit that uses it, with the same tensor pointer.
+  virtual std::vector<ParamSlot> params() = 0;
+};
+
+class Llama {
+ public:
+  // Allocates every parameter (uninitialized) in `dtype`, or none when !materialize: a sharding plan then
+  // materializes one unit at a time, so no rank ever holds the whole model.
+  Llama(ModelConfig cfg, at::ScalarType dtype, bool materialize = true);
+
+  const ModelConfig& config() const { return cfg_; }
+  const std::vector<std::unique_ptr<Unit>>& units() const { return units_; }
+  // Unique parameters in unit order (a tied weight listed once, under its first unit).
+  std::vector<ParamSlot> named_parameters() const;
+
+  // tokens [B, T] int64 -> logits [B, T, vocab].
+  at::Tensor forward(const at::Tensor& tokens) const;
+
+ private:
+  ModelConfig cfg_;
+  std::shared_ptr<Rope> rope_;
+  std::vector<std::unique_ptr<Unit>> units_;
+};
+
+// Deterministic initialization in the torchtitan style. Each parameter draws from its own generator seeded by
+// (seed, parameter name), in float32 then cast, so the values do not depend on dtype, unit order or on which
+// rank initializes which part.
+// An undefined slot is allocated in `dtype` first.
+void init_parameter(const ParamSlot& slot, const ModelConfig& cfg, uint64_t seed, at::ScalarType dtype);
+void init_parameters(const Llama& model, uint64_t seed);  // materialized model, in its own dtype
+
+// Mean next-token cross entropy; logits are upcast to at least float32.
+at::Tensor next_token_loss(const at::Tensor& logits, const at::Tensor& targets);
+
+}  // namespace fedshard::model

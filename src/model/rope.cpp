@@ -1,0 +1,55 @@
+#include "model/rope.h"
+
+#include <cmath>
+
+#include "util/error.h"
+
+namespace fedshard::model {
+
+at::Tensor rope_inv_freq(const ModelConfig& cfg) {
+  const int64_t half = cfg.head_dim() / 2;
+  auto inv = at::empty({half}, at::kDouble);
+  auto* p = inv.data_ptr<double>();
+  for (int64_t i = 0; i < half; ++i) {
+    double f = std::pow(cfg.rope_theta, -2.0 * static_cast<double>(i) / static_cast<double>(cfg.head_dim()));
+    if (cfg.rope_scaling) {
+      // Llama 3.1: keep high frequencies, divide low ones by `factor`, interpolate smoothly in between.
+      const auto& s = *cfg.rope_scaling;
+      const double old_len = static_cast<double>(s.original_max_position);
+      const double low_wavelen = old_len / s.low_freq_factor;
+      const double high_wavelen = old_len / s.high_freq_factor;
+      const double wavelen = 2.0 * M_PI / f;
+      if (wavelen > low_wavelen) {
+        f = f / s.factor;
+      } else if (wavelen >= high_wavelen) {
+        const double smooth = (old_len / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+        f = (1.0 - smooth) * f / s.factor + smooth * f;
+      }
+    }
+    p[i] = f;
+  }
+  return inv;
+}
+
+Rope::Rope(const ModelConfig& cfg) {
+  auto pos = at::arange(cfg.max_seq_len, at::kDouble);
+  auto angles = at::outer(pos, rope_inv_freq(cfg));  // [T, head_dim/2]
+  auto both = at::cat({angles, angles}, -1);         // rotate-half layout repeats the frequencies
+  cos_ = both.cos();
+  sin_ = both.sin();
+}
+
+at::Tensor Rope::apply(const at::Tensor& x) const {
+  const int64_t t = x.size(1);
+  FS_CHECK(t <= cos_.size(0), "sequence length ", t, " exceeds the model's max_seq_len ", cos_.size(0));
+  // [T, 1, head_dim] broadcasts over batch and heads.
+  auto cos = cos_.narrow(0, 0, t).unsqueeze(1).to(x.scalar_type());
+  auto sin = sin_.narrow(0, 0, t).unsqueeze(1).to(x.scalar_type());
+  const int64_t half = x.size(-1) / 2;
+  auto x1 = x.narrow(-1, 0, half);
+  auto x2 = x.narrow(-1, half, half);
+  auto rotated = at::cat({-x2, x1}, -1);
+  return x * cos + rotated * sin;
+}
+
+}  // namespace fedshard::model

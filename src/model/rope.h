@@ -1,0 +1,25 @@
+// Rotary position embedding in the rotate-half layout that Hugging Face Llama checkpoints use:
+// the head dimension is split into two halves (x1, x2) rotated as (x1 cos - x2 sin, x2 cos + x1 sin).
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include "model/config.h"
+
+namespace fedshard::model {
+
+// Inverse frequencies theta^(-2i/head_dim), i < head_dim/2, with Llama 3.1 scaling applied if configured.
+at::Tensor rope_inv_freq(const ModelConfig& cfg);
+
+class Rope {
+ public:
+  explicit Rope(const ModelConfig& cfg);
+  // x: [B, T, heads, head_dim] -> same shape, rotated by position 0..T-1.
+  at::Tensor apply(const at::Tensor& x) const;
+
+ private:
+  at::Tensor cos_;  // [max_seq_len, head_dim], float64
+  at::Tensor sin_;
+};
+
+}  // namespace fedshard::model

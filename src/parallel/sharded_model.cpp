@@ -1,0 +1,100 @@
+#include "parallel/sharded_model.h"
+
+#include <cmath>
+#include <unordered_map>
+
+#include "parallel/unit_function.h"
+#include "util/error.h"
+
+namespace fedshard::parallel {
+
+ShardedModel::ShardedModel(model::Llama& model, comm::Communicator& shard, comm::Communicator& replica,
+                           const ShardingOptions& opts, int64_t pad_multiple, uint64_t seed)
+    : model_(model), shard_(shard), replica_(replica), opts_(opts) {
+  // Group the model's units by shared parameters: a unit that reuses a slot of an earlier unit (tied
+  // embeddings) joins that unit's FlatParam and becomes a second call site of it.
+  const auto& units = model_.units();
+  std::unordered_map<const at::Tensor*, size_t> group_of_slot;
+  std::vector<std::vector<model::ParamSlot>> group_slots;
+  std::vector<size_t> group_of_unit;
+  for (const auto& u : units) {
+    size_t g = group_slots.size();
+    for (const auto& s : u->params()) {
+      auto it = group_of_slot.find(s.tensor);
+      if (it != group_of_slot.end()) g = it->second;
+    }
+    if (g == group_slots.size()) group_slots.emplace_back();
+    for (const auto& s : u->params())
+      if (group_of_slot.emplace(s.tensor, g).second) group_slots[g].push_back(s);
+    group_of_unit.push_back(g);
+  }
+
+  std::vector<int> sites_per_group(group_slots.size(), 0);
+  for (size_t g : group_of_unit) ++sites_per_group[g];
+  for (size_t g = 0; g < group_slots.size(); ++g) {
+    at::NoGradGuard no_grad;
+    for (const auto& s : group_slots[g]) model::init_parameter(s, model_.config(), seed, opts_.master_dtype);
+    auto flat = std::make_unique<FlatParam>(group_slots[g], pad_multiple, shard_.size(), shard_.rank(),
+                                            opts_.master_dtype);
+    units_.push_back(std::make_unique<ShardedUnit>(std::move(flat), shard_, replica_, opts_, sites_per_group[g]));
+  }
+
+  for (size_t i = 0; i < units.size(); ++i) {
+    auto site = std::make_unique<CallSite>();
+    site->unit = units[i].get();
+    site->sharded = units_[group_of_unit[i]].get();
+    if (!sites_.empty()) {
+      site->prev = sites_.back().get();
+      sites_.back()->next = site.get();
+    }
+    sites_.push_back(std::move(site));
+  }
+}
+
+at::Tensor ShardedModel::forward(const at::Tensor& tokens) {
+  at::Tensor x = tokens;
+  if (at::GradMode::is_enabled()) {
+    for (auto& site : sites_) x = run_call_site(*site, x);
+    return x;
+  }
+  for (auto& site : sites_) {
+    auto& su = *site->sharded;
+    su.prefetch();
+    if (site->next) site->next->sharded->prefetch();
+    su.flat().bind(su.full());
+    x = site->unit->forward(x);
+    if (su.forward_done(/*training=*/false)) su.free();
+  }
+  return x;
+}
+
+void ShardedModel::wait_grads() {
+  for (auto& u : units_) u->wait_grad();
+}
+
+double ShardedModel::clip_grad_norm(double max_norm) {
+  at::NoGradGuard no_grad;
+  auto sq = at::zeros({1}, at::kDouble);
+  for (auto& u : units_) sq += u->flat().grad().to(at::kDouble).pow(2).sum();
+  shard_.all_reduce(sq, comm::ReduceOp::Sum, comm::Traffic::Control)->wait();
+  const double norm = std::sqrt(sq.item<double>());
+  if (max_norm > 0 && norm > max_norm) {
+    const double scale = max_norm / (norm + 1e-6);
+    for (auto& u : units_) u->flat().grad().mul_(scale);
+  }
+  return norm;
+}
+
+std::map<std::string, at::Tensor> ShardedModel::full_parameters() {
+  at::NoGradGuard no_grad;
+  std::map<std::string, at::Tensor> out;
+  for (auto& u : units_) {
+    auto& flat = u->flat();
+    auto full = at::empty({flat.padded_numel()}, flat.shard().options().requires_grad(false));
+    shard_.all_gather(flat.shard().detach(), full)->wait();
+    for (const auto& e : flat.entries()) out[e.name] = full.narrow(0, e.offset, e.numel).view(e.shape).clone();
+  }
+  return out;
+}
+
+}  // namespace fedshard::parallel

@@ -1,0 +1,72 @@
+#include "train/adamw.h"
+
+#include <cmath>
+
+#include "util/error.h"
+
+namespace fedshard::train {
+
+namespace {
+
+void decay(const ParamSlice& s, double lr, double wd) {
+  if (wd == 0.0) return;
+  if (s.decay_mask.defined())
+    s.param.mul_(1.0 - lr * wd * s.decay_mask);
+  else
+    s.param.mul_(1.0 - lr * wd);
+}
+
+}  // namespace
+
+AdamW::AdamW(const OptimizerConfig& cfg, std::vector<ParamSlice> slices) : cfg_(cfg), slices_(std::move(slices)) {
+  for (const auto& s : slices_)
+    state_.push_back({{"exp_avg", at::zeros_like(s.param)}, {"exp_avg_sq", at::zeros_like(s.param)}});
+}
+
+void AdamW::step(double lr) {
+  at::NoGradGuard no_grad;
+  ++steps_;
+  const double bc1 = 1.0 - std::pow(cfg_.beta1, static_cast<double>(steps_));
+  const double bc2 = 1.0 - std::pow(cfg_.beta2, static_cast<double>(steps_));
+  for (size_t i = 0; i < slices_.size(); ++i) {
+    const auto& s = slices_[i];
+    auto& m = state_[i].at("exp_avg");
+    auto& v = state_[i].at("exp_avg_sq");
+    decay(s, lr, cfg_.weight_decay);
+    m.mul_(cfg_.beta1).add_(s.grad, 1.0 - cfg_.beta1);
+    v.mul_(cfg_.beta2).addcmul_(s.grad, s.grad, 1.0 - cfg_.beta2);
+    auto denom = (v.sqrt() / std::sqrt(bc2)).add_(cfg_.eps);
+    s.param.addcdiv_(m, denom, -lr / bc1);
+  }
+}
+
+Sgd::Sgd(const OptimizerConfig& cfg, std::vector<ParamSlice> slices) : cfg_(cfg), slices_(std::move(slices)) {
+  for (const auto& s : slices_) {
+    state_.emplace_back();
+    if (cfg_.momentum > 0) state_.back()["momentum_buffer"] = at::zeros_like(s.param);
+  }
+}
+
+void Sgd::step(double lr) {
+  at::NoGradGuard no_grad;
+  ++steps_;
+  for (size_t i = 0; i < slices_.size(); ++i) {
+    const auto& s = slices_[i];
+    decay(s, lr, cfg_.weight_decay);
+    if (cfg_.momentum > 0) {
+      auto& buf = state_[i].at("momentum_buffer");
+      buf.mul_(cfg_.momentum).add_(s.grad);
+      s.param.add_(buf, -lr);
+    } else {
+      s.param.add_(s.grad, -lr);
+    }
+  }
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg, std::vector<ParamSlice> slices) {
+  if (cfg.name == "adamw") return std::make_unique<AdamW>(cfg, std::move(slices));
+  if (cfg.name == "sgd") return std::make_unique<Sgd>(cfg, std::move(slices));
+  throw Error(cat("unknown optimizer '", cfg.name, "' (expected adamw or sgd)"));
+}
+
+}  // namespace fedshard::train

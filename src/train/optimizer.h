@@ -1,0 +1,42 @@
+// Inner optimizers over parameter slices. They see only (parameter, gradient, decay mask) triples, so the
+// same code steps a full replica (DDP), a shard (FSDP/HSDP) or a single process.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace fedshard::train {
+
+struct ParamSlice {
+  at::Tensor param;       // master values, updated in place
+  at::Tensor grad;        // averaged gradient, same shape
+  at::Tensor decay_mask;  // 1 where weight decay applies, 0 elsewhere; undefined = everywhere
+};
+
+struct OptimizerConfig {
+  std::string name = "adamw";  // adamw | sgd
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double weight_decay = 0.1;
+  double momentum = 0.0;  // sgd only
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  virtual void step(double lr) = 0;
+  virtual int64_t steps() const = 0;
+  // Per-slice state tensors by name (e.g. "exp_avg"), for checkpoints and federation's state policies.
+  virtual std::vector<std::map<std::string, at::Tensor>>& state() = 0;
+  virtual void set_steps(int64_t steps) = 0;
+};
+
+// Throws fedshard::Error on an unknown optimizer name.
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg, std::vector<ParamSlice> slices);
+
+}  // namespace fedshard::train
