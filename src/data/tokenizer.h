@@ -1,0 +1,31 @@
+// Text <-> token ids. Two vocabularies: raw bytes (no files needed, for tests and toy runs) and tiktoken-format
+// BPE (Llama 3's tokenizer.model). The fingerprint lets checkpoints and shards refuse a different vocabulary.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace fedshard::data {
+
+enum class TokenizerKind : uint32_t { Bytes = 1, Tiktoken = 2 };
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+  virtual std::vector<uint32_t> encode(std::string_view text) const = 0;  // no BOS/EOS added
+  virtual std::string decode(const std::vector<uint32_t>& ids) const = 0;  // specials decode to their text form
+  virtual uint32_t vocab_size() const = 0;
+  virtual uint32_t bos_id() const = 0;
+  virtual uint32_t eos_id() const = 0;
+  virtual TokenizerKind kind() const = 0;
+  virtual std::string spec() const = 0;        // "bytes" or "tiktoken:PATH" (what make_tokenizer was given)
+  virtual uint64_t fingerprint() const = 0;    // identifies the vocabulary: bytes -> fixed constant; tiktoken -> FNV-1a 64 of the ranks file contents
+};
+
+// spec: "bytes" | "tiktoken:PATH". Throws fedshard::Error on an unknown spec or unreadable/malformed file.
+std::unique_ptr<Tokenizer> make_tokenizer(const std::string& spec);
+
+}  // namespace fedshard::data
