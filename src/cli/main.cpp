@@ -1,8 +1,61 @@
+// fedshard: one binary, one subcommand per task. Bad input ends with one "fedshard: error: ..." line and
+// exit status 2; a failure inside a multi-rank job aborts every rank with the failing rank named.
 #include <CLI/CLI.hpp>
 
+#include <iostream>
+#include <memory>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/startup.h"
+#include "comm/mpi_runtime.h"
+#include "util/error.h"
+
 int main(int argc, char** argv) {
-  CLI::App app{"fedshard: sharded and federated training of Llama-style models"};
-  app.require_subcommand(1);
-  CLI11_PARSE(app, argc, argv);
-  return 0;
+  using namespace fedshard;
+  CLI::App app{"fedshard: sharded (FSDP/HSDP) and federated (FL+FSDP/FL+HSDP) training of Llama-style models"};
+  app.require_subcommand(1, 1);
+  app.set_help_all_flag("--help-all", "Describe every subcommand and flag");
+  std::vector<cli::Command> commands = {cli::add_info(app), cli::add_prepare(app), cli::add_train(app)};
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // One line naming the problem, and where to look, instead of CLI11's multi-line dump.
+    std::cerr << "fedshard: error: " << e.what() << " (see fedshard --help)" << std::endl;
+    return 2;
+  }
+
+  const cli::Command* cmd = nullptr;
+  for (const auto& c : commands)
+    if (c.app->parsed()) cmd = &c;
+
+  std::unique_ptr<comm::MpiRuntime> mpi;
+  int rank = 0, world = 1;
+  try {
+    if (cmd->needs_mpi) {
+      mpi = std::make_unique<comm::MpiRuntime>(&argc, &argv);
+      rank = mpi->world_rank();
+      world = mpi->world_size();
+    }
+    return cmd->run();
+  } catch (const cli::StartupFailed& e) {
+    return e.code;  // already reported once by the lowest failing rank
+  } catch (const Error& e) {
+    if (world == 1) {
+      std::cerr << "fedshard: error: " << e.what() << std::endl;
+      return 2;
+    }
+    // Found by some ranks mid-job: the others may be inside a collective, so end them all.
+    std::cerr << "fedshard: error on rank " << rank << " of " << world << ": " << e.what() << std::endl;
+    comm::MpiRuntime::abort(2);
+  } catch (const std::exception& e) {
+    std::cerr << "fedshard: rank " << rank << " of " << world << ": " << e.what() << std::endl;
+    if (world > 1) comm::MpiRuntime::abort(3);
+    return 3;
+  }
 }
