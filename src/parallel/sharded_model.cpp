@@ -78,10 +78,10 @@ double ShardedModel::clip_grad_norm(double max_norm) {
   for (auto& u : units_) sq += u->flat().grad().to(at::kDouble).pow(2).sum();
   shard_.all_reduce(sq, comm::ReduceOp::Sum, comm::Traffic::Control)->wait();
   const double norm = std::sqrt(sq.item<double>());
-  if (max_norm > 0 && norm > max_norm) {
-    const double scale = max_norm / (norm + 1e-6);
-    for (auto& u : units_) u->flat().grad().mul_(scale);
-  }
+  // torch.nn.utils.clip_grad_norm_'s rule, so runs compare with PyTorch trainers.
+  const double coef = max_norm / (norm + 1e-6);
+  if (max_norm > 0 && coef < 1.0)
+    for (auto& u : units_) u->flat().grad().mul_(coef);
   return norm;
 }
 
