@@ -38,6 +38,15 @@ MpiRuntime& MpiRuntime::get() {
   return *g_runtime;
 }
 
+int MpiRuntime::ranks_on_this_host() const {
+  MPI_Comm local;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank_, MPI_INFO_NULL, &local);
+  int n = 1;
+  MPI_Comm_size(local, &n);
+  MPI_Comm_free(&local);
+  return n;
+}
+
 void MpiRuntime::abort(int code) {
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);

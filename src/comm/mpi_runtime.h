@@ -20,6 +20,9 @@ class MpiRuntime {
   int world_size() const { return world_size_; }
   CommThread& comm_thread() { return *comm_thread_; }
 
+  // Ranks of this job on this host (MPI shared-memory split); collective over the world.
+  int ranks_on_this_host() const;
+
   // Ends every rank of the job (MPI_Abort); used when one rank cannot continue.
   [[noreturn]] static void abort(int code);
 

@@ -1,0 +1,204 @@
+#include "train/config.h"
+
+#include <toml++/toml.h>
+
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <sstream>
+
+#include "util/error.h"
+
+namespace fedshard::train {
+
+namespace {
+
+struct Binding {
+  std::string key;
+  std::string help;
+  std::function<void(TrainConfig&, const toml::node&, const std::string& where)> from_toml;
+  std::function<void(TrainConfig&, const std::string&, const std::string& where)> from_string;
+  std::function<nlohmann::json(const TrainConfig&)> to_json;
+};
+
+template <class T>
+Binding bind(std::string key, T TrainConfig::*field, std::string help) {
+  Binding b;
+  b.key = key;
+  b.help = std::move(help);
+  b.to_json = [field](const TrainConfig& c) { return nlohmann::json(c.*field); };
+  b.from_toml = [field, key](TrainConfig& c, const toml::node& n, const std::string& where) {
+    if constexpr (std::is_same_v<T, std::string>) {
+      auto v = n.value<std::string>();
+      FS_CHECK(v.has_value(), where, ": '", key, "' must be a string");
+      c.*field = *v;
+    } else if constexpr (std::is_same_v<T, bool>) {
+      auto v = n.value<bool>();
+      FS_CHECK(v.has_value(), where, ": '", key, "' must be true or false");
+      c.*field = *v;
+    } else if constexpr (std::is_same_v<T, double>) {
+      auto v = n.value<double>();  // integers convert
+      FS_CHECK(v.has_value(), where, ": '", key, "' must be a number");
+      c.*field = *v;
+    } else {
+      FS_CHECK(n.is_integer(), where, ": '", key, "' must be an integer");
+      c.*field = static_cast<T>(*n.value<int64_t>());
+    }
+  };
+  b.from_string = [field, key](TrainConfig& c, const std::string& s, const std::string& where) {
+    if constexpr (std::is_same_v<T, std::string>) {
+      c.*field = s;
+    } else if constexpr (std::is_same_v<T, bool>) {
+      FS_CHECK(s == "true" || s == "false" || s == "1" || s == "0", where, ": '", s, "' is not true/false");
+      c.*field = (s == "true" || s == "1");
+    } else {
+      std::istringstream is(s);
+      T v{};
+      is >> v;
+      FS_CHECK(!is.fail() && is.eof(), where, ": '", s, "' is not ",
+               std::is_floating_point_v<T> ? "a number" : "an integer");
+      if constexpr (std::is_unsigned_v<T>) FS_CHECK(s.find('-') == std::string::npos, where, ": '", s, "' must not be negative");
+      c.*field = v;
+    }
+  };
+  return b;
+}
+
+const std::vector<Binding>& bindings() {
+  static const std::vector<Binding> b = {
+      bind("model.name", &TrainConfig::model, "model preset: tiny, small, llama3.2-1b, llama3.1-8b, llama3.1-70b"),
+      bind("model.vocab_size", &TrainConfig::vocab_size, "vocabulary size; 0 = the data's tokenizer"),
+      bind("model.dtype", &TrainConfig::dtype, "master weights and optimizer state: float32 | float64"),
+      bind("model.compute_dtype", &TrainConfig::compute_dtype, "parameters and activations in compute: float32 | bfloat16 | float64"),
+      bind("data.dir", &TrainConfig::data_dir, "directory written by fedshard prepare"),
+      bind("data.seq_len", &TrainConfig::seq_len, "tokens per sequence"),
+      bind("data.batch_size", &TrainConfig::batch_size, "sequences per rank per step"),
+      bind("data.partition", &TrainConfig::partition, "split of the training data across groups: iid | by-source | dirichlet:ALPHA"),
+      bind("optim.name", &TrainConfig::optimizer, "inner optimizer: adamw | sgd"),
+      bind("optim.lr", &TrainConfig::lr, "peak learning rate"),
+      bind("optim.min_lr_ratio", &TrainConfig::min_lr_ratio, "cosine floor as a fraction of the peak lr"),
+      bind("optim.warmup_steps", &TrainConfig::warmup_steps, "linear warmup steps; -1 = 10% of steps"),
+      bind("optim.beta1", &TrainConfig::beta1, "AdamW beta1"),
+      bind("optim.beta2", &TrainConfig::beta2, "AdamW beta2"),
+      bind("optim.eps", &TrainConfig::eps, "AdamW epsilon"),
+      bind("optim.weight_decay", &TrainConfig::weight_decay, "decoupled weight decay"),
+      bind("optim.decay_norms_and_embeddings", &TrainConfig::decay_norms_and_embeddings, "apply weight decay to norm weights and embeddings too"),
+      bind("optim.grad_clip", &TrainConfig::grad_clip, "max global gradient norm; 0 = no clipping"),
+      bind("optim.momentum", &TrainConfig::momentum, "SGD momentum"),
+      bind("parallel.strategy", &TrainConfig::strategy, "ddp | fsdp | hsdp | fl-ddp | fl-fsdp | fl-hsdp"),
+      bind("parallel.group_size", &TrainConfig::group_size, "ranks per federation group S (fl-*)"),
+      bind("parallel.shard_size", &TrainConfig::shard_size, "ranks per shard group H (hsdp, fl-hsdp)"),
+      bind("parallel.sync_every", &TrainConfig::sync_every, "optimizer steps between aggregations K (fl-*)"),
+      bind("parallel.reshard_after_forward", &TrainConfig::reshard_after_forward, "free gathered parameters after forward"),
+      bind("parallel.activation_checkpointing", &TrainConfig::activation_checkpointing, "auto | on | off (auto: on when parameters are sharded)"),
+      bind("parallel.ranks_per_node", &TrainConfig::ranks_per_node, "0 = detect nodes; N = emulate nodes of N ranks"),
+      bind("parallel.threads", &TrainConfig::threads, "intra-op threads per rank; 0 = cores per node / ranks per node"),
+      bind("federation.outer_optimizer", &TrainConfig::outer_optimizer, "fedavg | nesterov"),
+      bind("federation.outer_lr", &TrainConfig::outer_lr, "outer learning rate (nesterov)"),
+      bind("federation.outer_momentum", &TrainConfig::outer_momentum, "outer momentum (nesterov)"),
+      bind("federation.inner_state", &TrainConfig::inner_state, "inner optimizer state after a sync: keep | average | reset"),
+      bind("federation.eval_group_model", &TrainConfig::eval_group_model, "also evaluate group 0's local model before each aggregation"),
+      bind("eval.every", &TrainConfig::eval_every, "steps between evaluations; 0 = only at the end"),
+      bind("eval.windows", &TrainConfig::eval_windows, "validation windows per evaluation; 0 = all"),
+      bind("train.steps", &TrainConfig::steps, "optimizer steps"),
+      bind("train.seed", &TrainConfig::seed, "seed of initialization and data order"),
+      bind("train.out", &TrainConfig::out, "run directory"),
+      bind("train.log_every", &TrainConfig::log_every, "steps between metrics lines"),
+      bind("train.peak_flops", &TrainConfig::peak_flops, "peak FLOP/s per rank for MFU; 0 = measure a matmul"),
+  };
+  return b;
+}
+
+const Binding& find(const std::string& key, const std::string& where) {
+  for (const auto& b : bindings())
+    if (b.key == key) return b;
+  throw Error(cat(where, ": unknown configuration key '", key, "' (fedshard train --help lists them)"));
+}
+
+bool one_of(const std::string& v, std::initializer_list<const char*> options) {
+  for (const char* o : options)
+    if (v == o) return true;
+  return false;
+}
+
+void validate(const TrainConfig& c) {
+  FS_CHECK(c.steps > 0, "train.steps must be positive, got ", c.steps);
+  FS_CHECK(c.seq_len > 0, "data.seq_len must be positive, got ", c.seq_len);
+  FS_CHECK(c.batch_size > 0, "data.batch_size must be positive, got ", c.batch_size);
+  FS_CHECK(c.vocab_size >= 0, "model.vocab_size must not be negative");
+  FS_CHECK(one_of(c.dtype, {"float32", "float64"}), "model.dtype must be float32 or float64, got '", c.dtype, "'");
+  FS_CHECK(one_of(c.compute_dtype, {"float32", "bfloat16", "float64"}),
+           "model.compute_dtype must be float32, bfloat16 or float64, got '", c.compute_dtype, "'");
+  FS_CHECK(one_of(c.optimizer, {"adamw", "sgd"}), "optim.name must be adamw or sgd, got '", c.optimizer, "'");
+  FS_CHECK(c.lr > 0 && std::isfinite(c.lr), "optim.lr must be a positive number, got ", c.lr);
+  FS_CHECK(c.min_lr_ratio >= 0 && c.min_lr_ratio <= 1, "optim.min_lr_ratio must be in [0, 1], got ", c.min_lr_ratio);
+  FS_CHECK(c.warmup_steps >= -1 && c.warmup_steps < c.steps, "optim.warmup_steps must be -1 or in [0, steps), got ",
+           c.warmup_steps);
+  FS_CHECK(c.beta1 >= 0 && c.beta1 < 1 && c.beta2 >= 0 && c.beta2 < 1, "optim.beta1/beta2 must be in [0, 1)");
+  FS_CHECK(c.eps > 0, "optim.eps must be positive");
+  FS_CHECK(c.weight_decay >= 0, "optim.weight_decay must not be negative");
+  FS_CHECK(c.grad_clip >= 0, "optim.grad_clip must not be negative");
+  FS_CHECK(c.momentum >= 0 && c.momentum < 1, "optim.momentum must be in [0, 1)");
+  FS_CHECK(one_of(c.strategy, {"ddp", "fsdp", "hsdp", "fl-ddp", "fl-fsdp", "fl-hsdp"}),
+           "unknown strategy '", c.strategy, "' (expected ddp, fsdp, hsdp, fl-ddp, fl-fsdp or fl-hsdp)");
+  FS_CHECK(c.group_size >= 0 && c.shard_size >= 0, "parallel.group_size and shard_size must not be negative");
+  FS_CHECK(c.sync_every > 0, "parallel.sync_every must be positive, got ", c.sync_every);
+  FS_CHECK(one_of(c.activation_checkpointing, {"auto", "on", "off"}),
+           "parallel.activation_checkpointing must be auto, on or off, got '", c.activation_checkpointing, "'");
+  FS_CHECK(c.ranks_per_node >= 0 && c.threads >= 0, "parallel.ranks_per_node and threads must not be negative");
+  FS_CHECK(one_of(c.outer_optimizer, {"fedavg", "nesterov"}), "federation.outer_optimizer must be fedavg or nesterov, got '",
+           c.outer_optimizer, "'");
+  FS_CHECK(c.outer_lr > 0, "federation.outer_lr must be positive");
+  FS_CHECK(c.outer_momentum >= 0 && c.outer_momentum < 1, "federation.outer_momentum must be in [0, 1)");
+  FS_CHECK(one_of(c.inner_state, {"keep", "average", "reset"}), "federation.inner_state must be keep, average or reset, got '",
+           c.inner_state, "'");
+  FS_CHECK(c.eval_every >= 0 && c.eval_windows >= 0, "eval.every and eval.windows must not be negative");
+  FS_CHECK(c.log_every > 0, "train.log_every must be positive");
+  FS_CHECK(c.peak_flops >= 0, "train.peak_flops must not be negative");
+  FS_CHECK(!c.out.empty(), "train.out must not be empty");
+}
+
+}  // namespace
+
+nlohmann::json TrainConfig::to_json() const {
+  nlohmann::json j;
+  for (const auto& b : bindings()) {
+    const auto dot = b.key.find('.');
+    j[b.key.substr(0, dot)][b.key.substr(dot + 1)] = b.to_json(*this);
+  }
+  return j;
+}
+
+TrainConfig load_config(const std::string& path, const Overrides& overrides) {
+  TrainConfig c;
+  if (!path.empty()) {
+    FS_CHECK(std::filesystem::is_regular_file(path), "config file ", path, " not found");
+    toml::table file;
+    try {
+      file = toml::parse_file(path);
+    } catch (const toml::parse_error& e) {
+      const auto& where = e.source().begin;
+      throw Error(cat(path, ":", where.line, ":", where.column, ": ", e.description()));
+    }
+    for (auto&& [section, node] : file) {
+      const std::string s(section.str());
+      auto* table = node.as_table();
+      FS_CHECK(table != nullptr, path, ": '", s, "' must be a [section]");
+      for (auto&& [key, value] : *table) {
+        const std::string full = s + "." + std::string(key.str());
+        find(full, path).from_toml(c, value, path);
+      }
+    }
+  }
+  for (const auto& o : overrides) find(o.key, o.origin).from_string(c, o.value, o.origin);
+  validate(c);
+  return c;
+}
+
+std::vector<std::pair<std::string, std::string>> config_keys() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& b : bindings()) out.emplace_back(b.key, b.help);
+  return out;
+}
+
+}  // namespace fedshard::train

@@ -1,0 +1,80 @@
+// The resolved training configuration: TOML file, then command-line overrides, then validation. Every key
+// has one name ("section.key") used by the file, by `--set section.key=value` and by config.json.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace fedshard::train {
+
+struct TrainConfig {
+  // [model]
+  std::string model = "small";
+  int64_t vocab_size = 0;                 // 0: the tokenizer's vocabulary (from the data manifest)
+  std::string dtype = "float32";          // master weights and optimizer state: float32 | float64
+  std::string compute_dtype = "float32";  // gathered parameters and activations: float32 | bfloat16 | float64
+  // [data]
+  std::string data_dir = "data/brown";
+  int64_t seq_len = 256;
+  int64_t batch_size = 8;  // sequences per rank per step
+  std::string partition = "iid";  // iid | by-source | dirichlet:ALPHA (across federation groups)
+  // [optim]
+  std::string optimizer = "adamw";  // adamw | sgd
+  double lr = 3e-4;
+  double min_lr_ratio = 0.1;  // cosine floor as a fraction of lr
+  int64_t warmup_steps = -1;  // -1: 10% of steps
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double weight_decay = 0.1;
+  bool decay_norms_and_embeddings = true;  // torchtitan and the paper decay everything
+  double grad_clip = 1.0;  // 0: off
+  double momentum = 0.0;   // sgd only
+  // [parallel]
+  std::string strategy = "fsdp";  // ddp | fsdp | hsdp | fl-ddp | fl-fsdp | fl-hsdp
+  int64_t group_size = 0;         // S (fl-*); 0: whole world
+  int64_t shard_size = 0;         // H (hsdp, fl-hsdp)
+  int64_t sync_every = 8;         // K (fl-*)
+  bool reshard_after_forward = true;
+  std::string activation_checkpointing = "auto";  // auto (on when parameters are sharded) | on | off
+  int64_t ranks_per_node = 0;  // 0: detect; >0 emulate nodes of that many ranks
+  int64_t threads = 0;         // intra-op threads per rank; 0: cores per node / ranks per node
+  // [federation]
+  std::string outer_optimizer = "fedavg";  // fedavg | nesterov
+  double outer_lr = 1.0;
+  double outer_momentum = 0.9;
+  std::string inner_state = "keep";  // keep | average | reset
+  bool eval_group_model = false;     // also evaluate group 0's local model before each aggregation
+  // [eval]
+  int64_t eval_every = 50;     // 0: only at the end
+  int64_t eval_windows = 256;  // validation windows per evaluation; 0: all
+  // [train]
+  int64_t steps = 100;
+  uint64_t seed = 0;
+  std::string out = "runs/latest";
+  int64_t log_every = 1;
+  double peak_flops = 0;  // per rank, for MFU; 0: measure a float32 matmul at start-up
+
+  nlohmann::json to_json() const;
+};
+
+// A value set on the command line, applied after the file; origin names the flag in error messages.
+struct Override {
+  std::string key;  // "optim.lr"
+  std::string value;
+  std::string origin;  // "--lr"
+};
+using Overrides = std::vector<Override>;
+
+// Loads `path` (empty: defaults only), applies overrides, validates. Throws fedshard::Error naming the file,
+// key or flag at fault: unknown keys, wrong types, out-of-range values.
+TrainConfig load_config(const std::string& path, const Overrides& overrides);
+
+// All keys with their descriptions, for --help.
+std::vector<std::pair<std::string, std::string>> config_keys();
+
+}  // namespace fedshard::train

@@ -1,0 +1,40 @@
+#include "train/evaluator.h"
+
+#include <cmath>
+
+namespace fedshard::train {
+
+EvalResult evaluate(parallel::ShardedModel& model, const data::TokenDataset& val, int64_t windows,
+                    int64_t batch_size, comm::Communicator& comm) {
+  at::NoGradGuard no_grad;
+  const int64_t total = windows > 0 ? std::min(windows, val.num_windows()) : val.num_windows();
+  const int64_t p = comm.size(), q = comm.rank();
+  const int64_t per_rank = (total + p - 1) / p;
+  const int64_t batches = (per_rank + batch_size - 1) / batch_size;
+  const int64_t t = val.seq_len();
+  auto sums = at::zeros({2}, at::kDouble);  // loss sum, token count
+  for (int64_t b = 0; b < batches; ++b) {
+    std::vector<int64_t> ids;
+    std::vector<double> weight;
+    for (int64_t i = 0; i < batch_size; ++i) {
+      const int64_t j = (b * batch_size + i) * p + q;
+      ids.push_back(j < total ? j : 0);
+      weight.push_back(j < total ? 1.0 : 0.0);
+    }
+    auto tokens = val.batch(ids);
+    auto logits = model.forward(tokens.narrow(1, 0, t));
+    auto flat = logits.reshape({-1, logits.size(-1)}).to(at::kDouble);
+    auto per_token = at::cross_entropy_loss(flat, tokens.narrow(1, 1, t).reshape({-1}), {}, at::Reduction::None);
+    auto w = at::tensor(weight, at::kDouble).repeat_interleave(t);
+    sums[0] += (per_token * w).sum();
+    sums[1] += w.sum();
+  }
+  comm.all_reduce(sums, comm::ReduceOp::Sum, comm::Traffic::Control)->wait();
+  EvalResult r;
+  r.tokens = static_cast<int64_t>(sums[1].item<double>());
+  r.loss = sums[0].item<double>() / sums[1].item<double>();
+  r.ppl = std::exp(r.loss);
+  return r;
+}
+
+}  // namespace fedshard::train

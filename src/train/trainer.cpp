@@ -1,0 +1,294 @@
+#include "train/trainer.h"
+
+#include <ATen/Parallel.h>
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <thread>
+
+#include "comm/ledger.h"
+#include "comm/mpi_runtime.h"
+#include "data/manifest.h"
+#include "train/evaluator.h"
+#include "train/progress.h"
+#include "util/error.h"
+#include "util/fs.h"
+
+namespace fedshard::train {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+at::ScalarType dtype_of(const std::string& name) {
+  if (name == "float64") return at::kDouble;
+  if (name == "bfloat16") return at::kBFloat16;
+  return at::kFloat;
+}
+
+// 1 where weight decay applies, over this rank's shard of a unit; undefined when it applies everywhere.
+at::Tensor decay_mask(parallel::FlatParam& flat, bool decay_all) {
+  if (decay_all) return at::Tensor();
+  auto full = at::ones({flat.padded_numel()}, flat.shard().options().requires_grad(false));
+  for (const auto& e : flat.entries()) {
+    const bool exempt = e.name.find("norm.weight") != std::string::npos || e.name == "tok_embeddings.weight";
+    if (exempt) full.narrow(0, e.offset, e.numel).zero_();
+  }
+  return flat.slice_of(full).clone();
+}
+
+// Peak float32 matmul rate of this rank with its thread count: the denominator of MFU on CPUs, which have
+// no datasheet number that a small GEMM reaches.
+double measure_matmul_flops() {
+  const int64_t n = 512;
+  auto a = at::randn({n, n}), b = at::randn({n, n});
+  at::mm(a, b);  // warm-up
+  const int reps = 8;
+  const auto t0 = Clock::now();
+  for (int i = 0; i < reps; ++i) at::mm(a, b);
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  return 2.0 * n * n * n * reps / s;
+}
+
+double peak_rss_mb() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_maxrss) / 1024.0;
+}
+
+}  // namespace
+
+TrainSetup prepare_training(const TrainConfig& cfg, int world_size, int world_rank) {
+  TrainSetup s;
+  s.cfg = cfg;
+  s.strategy = parallel::parse_strategy(cfg.strategy);
+  s.topology = parallel::topology_spec(s.strategy, world_size, static_cast<int>(cfg.group_size),
+                                       static_cast<int>(cfg.shard_size), static_cast<int>(cfg.ranks_per_node));
+  s.model = model::preset(cfg.model);
+  const auto manifest = data::Manifest::load(cfg.data_dir);
+  if (cfg.vocab_size > 0) s.model.vocab_size = cfg.vocab_size;
+  const int64_t data_vocab = manifest.tokenizer.vocab_size;
+  if (s.model.vocab_size == 0) s.model.vocab_size = data_vocab;
+  FS_CHECK(s.model.vocab_size == data_vocab, "model ", cfg.model, " has vocab ", s.model.vocab_size, " but ",
+           cfg.data_dir, " was prepared with tokenizer ", manifest.tokenizer.spec, " (vocab ", data_vocab,
+           "); set model.vocab_size or prepare the data with a matching tokenizer");
+  s.model.validate();
+  FS_CHECK(cfg.seq_len <= s.model.max_seq_len, "data.seq_len ", cfg.seq_len, " exceeds the max_seq_len ",
+           s.model.max_seq_len, " of model ", cfg.model);
+  s.train = std::make_shared<data::TokenDataset>(cfg.data_dir, "train", cfg.seq_len, s.model.vocab_size);
+  s.val = std::make_shared<data::TokenDataset>(cfg.data_dir, "val", cfg.seq_len, s.model.vocab_size);
+  if (world_rank == 0) ensure_writable_dir(cfg.out);
+  return s;
+}
+
+struct Trainer::StepResult {
+  int64_t step = 0;
+  double loss = 0;
+  double lr = 0;
+  double grad_norm = 0;
+  double seconds = 0;
+  comm::LedgerSnapshot comm;
+};
+
+Trainer::Trainer(TrainSetup setup) : s_(std::move(setup)) {
+  const auto& cfg = s_.cfg;
+  auto& mpi = comm::MpiRuntime::get();
+  const int threads = cfg.threads > 0 ? static_cast<int>(cfg.threads)
+                                      : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
+                                                        mpi.ranks_on_this_host());
+  at::set_num_threads(threads);
+  topo_ = std::make_unique<comm::Topology>(s_.topology);
+  const auto& layout = topo_->layout();
+
+  parallel::ShardingOptions opts;
+  opts.master_dtype = dtype_of(cfg.dtype);
+  opts.compute_dtype = dtype_of(cfg.compute_dtype);
+  opts.recompute = cfg.activation_checkpointing == "on" ||
+                   (cfg.activation_checkpointing == "auto" && layout.shard_size > 1);
+  opts.reshard_after_forward = cfg.reshard_after_forward;
+  model_ = std::make_unique<model::Llama>(s_.model, opts.master_dtype, /*materialize=*/false);
+  sharded_ = std::make_unique<parallel::ShardedModel>(*model_, topo_->shard(), topo_->replica(), opts,
+                                                      layout.group_size, cfg.seed);
+
+  std::vector<ParamSlice> slices;
+  for (auto& u : sharded_->units())
+    slices.push_back({u->flat().shard(), u->flat().grad(), decay_mask(u->flat(), cfg.decay_norms_and_embeddings)});
+  OptimizerConfig oc;
+  oc.name = cfg.optimizer;
+  oc.beta1 = cfg.beta1;
+  oc.beta2 = cfg.beta2;
+  oc.eps = cfg.eps;
+  oc.weight_decay = cfg.weight_decay;
+  oc.momentum = cfg.momentum;
+  optimizer_ = make_optimizer(oc, std::move(slices));
+
+  schedule_.peak = cfg.lr;
+  schedule_.floor = cfg.lr * cfg.min_lr_ratio;
+  schedule_.total = cfg.steps;
+  schedule_.warmup = cfg.warmup_steps >= 0 ? cfg.warmup_steps : cfg.steps / 10;
+
+  // Every rank reads disjoint windows of one global stream: rank r takes slot r of each step's batch.
+  std::vector<int64_t> pool(s_.train->num_windows());
+  for (int64_t i = 0; i < static_cast<int64_t>(pool.size()); ++i) pool[i] = i;
+  sampler_ = std::make_unique<data::WindowSampler>(std::move(pool), layout.world, static_cast<int>(cfg.batch_size),
+                                                   cfg.seed, /*stream=*/0);
+  sampler_reader_ = topo_->world_rank();
+
+  peak_flops_ = cfg.peak_flops > 0 ? cfg.peak_flops : measure_matmul_flops();
+  if (topo_->world_rank() == 0) {
+    auto resolved = cfg.to_json();
+    resolved["resolved"] = {{"strategy", s_.strategy.name()},
+                            {"world", layout.world},
+                            {"group_size", layout.group_size},
+                            {"shard_size", layout.shard_size},
+                            {"groups", layout.groups()},
+                            {"replicas_per_group", layout.replicas()},
+                            {"nodes", topo_->nodes()},
+                            {"emulated_nodes", topo_->emulated_nodes()},
+                            {"threads_per_rank", threads},
+                            {"activation_checkpointing", opts.recompute},
+                            {"parameters", s_.model.param_count()},
+                            {"vocab_size", s_.model.vocab_size},
+                            {"warmup_steps", schedule_.warmup},
+                            {"peak_flops_per_rank", peak_flops_}};
+    atomic_write((std::filesystem::path(cfg.out) / "config.json").string(), resolved.dump(2) + "\n");
+    metrics_.open((std::filesystem::path(cfg.out) / "metrics.jsonl").string(), /*append=*/false);
+    std::fprintf(stderr, "fedshard: %s on %s; model %s (%s parameters); threads per rank %d\n",
+                 s_.strategy.name().c_str(), topo_->describe().c_str(), s_.model.name.c_str(),
+                 model::with_commas(s_.model.param_count()).c_str(), threads);
+  }
+}
+
+Trainer::~Trainer() = default;
+
+Trainer::StepResult Trainer::train_step(int64_t step) {
+  const auto t0 = Clock::now();
+  const auto comm0 = comm::Ledger::instance().snapshot();
+  const int64_t t = s_.cfg.seq_len;
+  auto batch = s_.train->batch(sampler_->windows(step - 1, sampler_reader_));
+  auto logits = sharded_->forward(batch.narrow(1, 0, t));
+  auto loss = model::next_token_loss(logits, batch.narrow(1, 1, t));
+  loss.backward();
+  sharded_->wait_grads();
+
+  StepResult r;
+  r.step = step;
+  r.grad_norm = sharded_->clip_grad_norm(s_.cfg.grad_clip);
+  r.lr = schedule_.at(step);
+  optimizer_->step(r.lr);
+
+  // The logged loss is the mean over this rank's federation group: no per-step traffic crosses groups.
+  auto l = loss.detach().to(at::kDouble).reshape({1}).clone();
+  topo_->group().all_reduce(l, comm::ReduceOp::Mean, comm::Traffic::Control)->wait();
+  r.loss = l.item<double>();
+  FS_CHECK(std::isfinite(r.loss), "loss is ", r.loss, " at step ", step,
+           "; stopping (lower optim.lr or enable optim.grad_clip)");
+  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  r.comm = comm::Ledger::instance().snapshot() - comm0;
+  return r;
+}
+
+void Trainer::log_step(const StepResult& r) {
+  const auto& layout = topo_->layout();
+  const double step_tokens = static_cast<double>(layout.world * s_.cfg.batch_size * s_.cfg.seq_len);
+  const double tok_per_s = step_tokens / r.seconds;
+  const double rank_tok_per_s = tok_per_s / layout.world;
+  const double mfu = 3.0 * s_.model.forward_flops_per_token(s_.cfg.seq_len) * rank_tok_per_s / peak_flops_;
+  nlohmann::json bytes;
+  for (comm::Tier tier : comm::kTiers) bytes[comm::tier_metric_key(tier)] = r.comm.bus_bytes(tier);
+  metrics_.write({{"type", "step"},
+                  {"step", r.step},
+                  {"tokens", static_cast<int64_t>(step_tokens) * r.step},
+                  {"loss", r.loss},
+                  {"lr", r.lr},
+                  {"grad_norm", r.grad_norm},
+                  {"time_s",
+                   {{"total", r.seconds},
+                    {"compute", r.seconds - r.comm.exposed_wait_seconds},
+                    {"comm_exposed", r.comm.exposed_wait_seconds}}},
+                  {"bytes", bytes},
+                  {"tok_per_s", tok_per_s},
+                  {"mfu", mfu},
+                  {"aggregated", false}});
+}
+
+void Trainer::log_eval(int64_t step, const std::string& model_kind) {
+  const auto r = evaluate(*sharded_, *s_.val, s_.cfg.eval_windows, s_.cfg.batch_size, topo_->world());
+  last_val_loss_ = r.loss;
+  last_val_ppl_ = r.ppl;
+  const auto& layout = topo_->layout();
+  metrics_.write({{"type", "eval"},
+                  {"step", step},
+                  {"tokens", layout.world * s_.cfg.batch_size * s_.cfg.seq_len * step},
+                  {"val_loss", r.loss},
+                  {"val_ppl", r.ppl},
+                  {"val_tokens", r.tokens},
+                  {"model", model_kind}});
+}
+
+TrainSummary Trainer::run() {
+  const auto& cfg = s_.cfg;
+  const bool rank0 = topo_->world_rank() == 0;
+  Progress progress(cfg.steps);
+  const auto start = Clock::now();
+  const auto comm_start = comm::Ledger::instance().snapshot();
+  for (int64_t step = 1; step <= cfg.steps; ++step) {
+    const StepResult r = train_step(step);
+    if (step > 1) {  // the first step includes one-time allocation and warm-up
+      step_seconds_sum_ += r.seconds;
+      ++timed_steps_;
+    }
+    if (step % cfg.log_every == 0 || step == cfg.steps) log_step(r);
+    const bool eval_now = step == cfg.steps || (cfg.eval_every > 0 && step % cfg.eval_every == 0);
+    if (eval_now) log_eval(step, "global");
+    if (rank0) {
+      const double tok_per_s = static_cast<double>(topo_->layout().world * cfg.batch_size * cfg.seq_len) / r.seconds;
+      char extra[64] = "";
+      if (last_val_ppl_ > 0) std::snprintf(extra, sizeof extra, "val ppl %.3f", last_val_ppl_);
+      progress.update(step, r.loss, r.lr, tok_per_s, extra);
+    }
+  }
+  progress.finish();
+
+  const double wall = std::chrono::duration<double>(Clock::now() - start).count();
+  const auto comm_total = comm::Ledger::instance().snapshot() - comm_start;
+  // Peak memory of every rank, for the memory comparison between strategies.
+  auto rss = at::zeros({topo_->layout().world}, at::kDouble);
+  rss[topo_->world_rank()] = peak_rss_mb();
+  topo_->world().all_reduce(rss, comm::ReduceOp::Sum, comm::Traffic::Control)->wait();
+
+  TrainSummary summary;
+  summary.steps = cfg.steps;
+  summary.final_val_loss = last_val_loss_;
+  summary.final_val_ppl = last_val_ppl_;
+  summary.unigram_val_ppl = s_.train->manifest().unigram_val_ppl.value_or(0.0);
+  const double step_tokens = static_cast<double>(topo_->layout().world * cfg.batch_size * cfg.seq_len);
+  summary.tok_per_s = timed_steps_ > 0 ? step_tokens * timed_steps_ / step_seconds_sum_ : step_tokens / wall;
+  if (rank0) {
+    nlohmann::json bytes;
+    for (comm::Tier tier : comm::kTiers) bytes[comm::tier_metric_key(tier)] = comm_total.bus_bytes(tier);
+    std::vector<double> rss_v(rss.data_ptr<double>(), rss.data_ptr<double>() + rss.numel());
+    metrics_.write({{"type", "summary"},
+                    {"strategy", s_.strategy.name()},
+                    {"world", topo_->layout().world},
+                    {"group_size", topo_->layout().group_size},
+                    {"shard_size", topo_->layout().shard_size},
+                    {"steps", cfg.steps},
+                    {"tokens", static_cast<int64_t>(step_tokens) * cfg.steps},
+                    {"wall_s", wall},
+                    {"tok_per_s", summary.tok_per_s},
+                    {"final_val_loss", summary.final_val_loss},
+                    {"final_val_ppl", summary.final_val_ppl},
+                    {"unigram_val_ppl", summary.unigram_val_ppl},
+                    {"bytes_total", bytes},
+                    {"comm_exposed_s", comm_total.exposed_wait_seconds},
+                    {"peak_rss_mb", rss_v},
+                    {"peak_rss_mb_max", *std::max_element(rss_v.begin(), rss_v.end())},
+                    {"peak_flops_per_rank", peak_flops_}});
+  }
+  return summary;
+}
+
+}  // namespace fedshard::train

@@ -1,0 +1,70 @@
+// The training loop (DESIGN.md): one optimizer step per iteration on every rank: read this rank's windows,
+// forward/backward through the sharded model, clip by the global norm, AdamW on the local shard, log.
+#pragma once
+
+#include <memory>
+
+#include "comm/topology.h"
+#include "data/token_dataset.h"
+#include "data/window_sampler.h"
+#include "model/config.h"
+#include "model/llama.h"
+#include "parallel/sharded_model.h"
+#include "parallel/strategy.h"
+#include "train/config.h"
+#include "train/lr_schedule.h"
+#include "train/metrics.h"
+#include "train/optimizer.h"
+
+namespace fedshard::train {
+
+// Everything that can be checked on one rank without talking to the others: the config, the strategy and
+// sizes, the model, the data. Built inside cli::run_startup_phase so a bad input ends every rank cleanly.
+struct TrainSetup {
+  TrainConfig cfg;
+  parallel::Strategy strategy;
+  comm::TopologySpec topology;
+  model::ModelConfig model;
+  std::shared_ptr<data::TokenDataset> train;
+  std::shared_ptr<data::TokenDataset> val;
+};
+
+TrainSetup prepare_training(const TrainConfig& cfg, int world_size, int world_rank);
+
+struct TrainSummary {
+  int64_t steps = 0;
+  double final_val_loss = 0;
+  double final_val_ppl = 0;
+  double unigram_val_ppl = 0;
+  double tok_per_s = 0;
+};
+
+class Trainer {
+ public:
+  explicit Trainer(TrainSetup setup);  // collective: builds communicators and the sharded model
+  ~Trainer();
+  TrainSummary run();
+
+ private:
+  struct StepResult;
+  StepResult train_step(int64_t step);
+  void log_step(const StepResult& r);
+  void log_eval(int64_t step, const std::string& model_kind);
+
+  TrainSetup s_;
+  std::unique_ptr<comm::Topology> topo_;
+  std::unique_ptr<model::Llama> model_;
+  std::unique_ptr<parallel::ShardedModel> sharded_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<data::WindowSampler> sampler_;
+  int sampler_reader_ = 0;
+  LrSchedule schedule_;
+  MetricsLog metrics_;
+  double peak_flops_ = 0;
+  double last_val_loss_ = 0;
+  double last_val_ppl_ = 0;
+  double step_seconds_sum_ = 0;
+  int64_t timed_steps_ = 0;
+};
+
+}  // namespace fedshard::train
