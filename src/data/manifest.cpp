@@ -1,0 +1,208 @@
+#include "data/manifest.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <utility>
+
+#include "data/shard_file.h"
+#include "util/error.h"
+#include "util/hex.h"
+#include "util/posix_file.h"
+
+namespace fedshard::data {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::ordered_json;
+
+constexpr const char* kSplits[] = {"train", "val"};
+
+// Typed field access with errors that name the file and the field's path ("shards[3].tokens").
+class Reader {
+ public:
+  explicit Reader(std::string file) : file_(std::move(file)) {}
+
+  [[noreturn]] void fail(const std::string& what) const { throw Error(cat(file_, ": ", what)); }
+
+  const Json& field(const Json& obj, const std::string& at, const char* key) const {
+    if (!obj.is_object()) fail(cat("\"", at, "\" must be an object"));
+    const auto it = obj.find(key);
+    if (it == obj.end()) fail(cat("missing field \"", join(at, key), "\""));
+    return *it;
+  }
+
+  std::string string(const Json& obj, const std::string& at, const char* key) const {
+    const Json& v = field(obj, at, key);
+    if (!v.is_string()) fail(cat("field \"", join(at, key), "\" must be a string"));
+    return v.get<std::string>();
+  }
+
+  uint64_t unsigned_int(const Json& obj, const std::string& at, const char* key, uint64_t max) const {
+    const Json& v = field(obj, at, key);
+    if (!v.is_number_unsigned() || v.get<uint64_t>() > max)
+      fail(cat("field \"", join(at, key), "\" must be an integer in [0, ", max, "]"));
+    return v.get<uint64_t>();
+  }
+
+  double number(const Json& obj, const std::string& at, const char* key) const {
+    const Json& v = field(obj, at, key);
+    if (!v.is_number()) fail(cat("field \"", join(at, key), "\" must be a number"));
+    return v.get<double>();
+  }
+
+  uint64_t hex(const Json& obj, const std::string& at, const char* key) const {
+    const auto v = parse_hex64(string(obj, at, key));
+    if (!v) fail(cat("field \"", join(at, key), "\" must be 16 hex digits"));
+    return *v;
+  }
+
+ private:
+  static std::string join(const std::string& at, const char* key) { return at.empty() ? key : at + "." + key; }
+
+  std::string file_;
+};
+
+constexpr auto kMaxU32 = std::numeric_limits<uint32_t>::max();
+constexpr auto kMaxI64 = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+
+TokenizerKind parse_kind(const Reader& r, const std::string& name) {
+  for (auto kind : {TokenizerKind::Bytes, TokenizerKind::Tiktoken})
+    if (tokenizer_kind_name(kind) == name) return kind;
+  r.fail(cat("unknown tokenizer kind \"", name, "\""));
+}
+
+// A shard file must name a file inside the corpus directory, nothing else.
+bool plain_file_name(const std::string& name) {
+  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos;
+}
+
+}  // namespace
+
+SplitTotals Manifest::totals(const std::string& split) const {
+  SplitTotals t;
+  for (const auto& s : shards) {
+    if (s.split != split) continue;
+    ++t.shards;
+    t.documents += s.documents;
+    t.tokens += s.tokens;
+  }
+  return t;
+}
+
+void Manifest::save(const std::string& dir) const {
+  Json j;
+  j["format"] = kFormat;
+  j["version"] = kVersion;
+  j["tokenizer"] = {{"spec", tokenizer.spec},
+                    {"kind", tokenizer_kind_name(tokenizer.kind)},
+                    {"vocab_size", tokenizer.vocab_size},
+                    {"bos", tokenizer.bos},
+                    {"eos", tokenizer.eos},
+                    {"fingerprint", hex64(tokenizer.fingerprint)}};
+  j["seed"] = seed;
+  j["val_fraction"] = val_fraction;
+  j["sources"] = sources;
+  j["shards"] = Json::array();
+  for (const auto& s : shards) {
+    j["shards"].push_back({{"file", s.file},
+                           {"split", s.split},
+                           {"source", s.source},
+                           {"tokens", s.tokens},
+                           {"documents", s.documents},
+                           {"checksum", hex64(s.checksum)}});
+  }
+  for (const char* split : kSplits) {
+    const SplitTotals t = totals(split);
+    j["totals"][split] = {{"shards", t.shards}, {"documents", t.documents}, {"tokens", t.tokens}};
+  }
+  j["baseline"]["unigram_val_ppl"] = unigram_val_ppl ? Json(*unigram_val_ppl) : Json(nullptr);
+  write_file_atomically((fs::path(dir) / kFileName).string(), j.dump(2) + "\n");
+}
+
+Manifest Manifest::load(const std::string& dir) {
+  const std::string file = (fs::path(dir) / kFileName).string();
+  std::error_code ec;
+  FS_CHECK(fs::is_regular_file(file, ec), "no ", kFileName, " in ", dir, " (run fedshard prepare first)");
+  const Reader r(file);
+  Json j;
+  try {
+    j = Json::parse(read_file(file));
+  } catch (const Json::parse_error& e) {
+    r.fail(cat("not valid JSON: ", e.what()));
+  }
+
+  if (!j.is_object() || !j.contains("format") || j["format"] != kFormat)
+    r.fail(cat("not a fedshard token manifest (expected \"format\": \"", kFormat, "\")"));
+  const uint64_t version = r.unsigned_int(j, "", "version", kMaxU32);
+  if (version != kVersion) r.fail(cat("manifest version ", version, ", this build reads version ", kVersion));
+
+  Manifest m;
+  const Json& tok = r.field(j, "", "tokenizer");
+  m.tokenizer.spec = r.string(tok, "tokenizer", "spec");
+  m.tokenizer.kind = parse_kind(r, r.string(tok, "tokenizer", "kind"));
+  m.tokenizer.vocab_size = static_cast<uint32_t>(r.unsigned_int(tok, "tokenizer", "vocab_size", kMaxU32));
+  m.tokenizer.bos = static_cast<uint32_t>(r.unsigned_int(tok, "tokenizer", "bos", kMaxU32));
+  m.tokenizer.eos = static_cast<uint32_t>(r.unsigned_int(tok, "tokenizer", "eos", kMaxU32));
+  m.tokenizer.fingerprint = r.hex(tok, "tokenizer", "fingerprint");
+  if (m.tokenizer.bos >= m.tokenizer.vocab_size || m.tokenizer.eos >= m.tokenizer.vocab_size)
+    r.fail(cat("tokenizer bos/eos ", m.tokenizer.bos, "/", m.tokenizer.eos, " outside vocab ",
+               m.tokenizer.vocab_size));
+
+  m.seed = r.unsigned_int(j, "", "seed", std::numeric_limits<uint64_t>::max());
+  m.val_fraction = r.number(j, "", "val_fraction");
+  if (!(m.val_fraction >= 0 && m.val_fraction < 1)) r.fail(cat("val_fraction ", m.val_fraction, " not in [0, 1)"));
+
+  const Json& sources = r.field(j, "", "sources");
+  if (!sources.is_array()) r.fail("field \"sources\" must be an array");
+  for (size_t i = 0; i < sources.size(); ++i) {
+    if (!sources[i].is_string() || sources[i].get<std::string>().empty())
+      r.fail(cat("sources[", i, "] must be a non-empty string"));
+    m.sources.push_back(sources[i].get<std::string>());
+    if (i > 0 && !(m.sources[i - 1] < m.sources[i])) r.fail("sources must be sorted and unique");
+  }
+
+  const Json& shards = r.field(j, "", "shards");
+  if (!shards.is_array()) r.fail("field \"shards\" must be an array");
+  std::set<std::string> files;
+  for (size_t i = 0; i < shards.size(); ++i) {
+    const std::string at = cat("shards[", i, "]");
+    ShardEntry s;
+    s.file = r.string(shards[i], at, "file");
+    s.split = r.string(shards[i], at, "split");
+    s.source = r.string(shards[i], at, "source");
+    s.tokens = static_cast<int64_t>(r.unsigned_int(shards[i], at, "tokens", kMaxI64));
+    s.documents = static_cast<int64_t>(r.unsigned_int(shards[i], at, "documents", kMaxI64));
+    s.checksum = r.hex(shards[i], at, "checksum");
+    if (!plain_file_name(s.file)) r.fail(cat(at, ".file \"", s.file, "\" is not a plain file name"));
+    if (!files.insert(s.file).second) r.fail(cat(at, ".file \"", s.file, "\" is listed twice"));
+    if (s.split != "train" && s.split != "val") r.fail(cat(at, ".split \"", s.split, "\" is not train or val"));
+    if (!std::binary_search(m.sources.begin(), m.sources.end(), s.source))
+      r.fail(cat(at, ".source \"", s.source, "\" is not in sources"));
+    m.shards.push_back(std::move(s));
+  }
+
+  // Totals are redundant (for people reading the file); disagreement means the file was edited or damaged.
+  const Json& totals = r.field(j, "", "totals");
+  for (const char* split : kSplits) {
+    const std::string at = cat("totals.", split);
+    const Json& t = r.field(totals, "totals", split);
+    const SplitTotals sum = m.totals(split);
+    const std::pair<const char*, int64_t> fields[] = {
+        {"shards", sum.shards}, {"documents", sum.documents}, {"tokens", sum.tokens}};
+    for (const auto& [key, expected] : fields) {
+      const uint64_t listed = r.unsigned_int(t, at, key, kMaxI64);
+      if (listed != static_cast<uint64_t>(expected))
+        r.fail(cat(at, ".", key, " is ", listed, " but the shards add up to ", expected));
+    }
+  }
+
+  const Json& baseline = r.field(j, "", "baseline");
+  if (!r.field(baseline, "baseline", "unigram_val_ppl").is_null())
+    m.unigram_val_ppl = r.number(baseline, "baseline", "unigram_val_ppl");
+  return m;
+}
+
+}  // namespace fedshard::data

@@ -1,0 +1,285 @@
+#include "data/prepare.h"
+
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <numeric>
+#include <utility>
+
+#include "data/shard_file.h"
+#include "util/error.h"
+#include "util/fnv1a.h"
+#include "util/posix_file.h"
+#include "util/rng.h"
+
+namespace fedshard::data {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Source {
+  std::string label;
+  std::string dir;
+  std::vector<std::string> documents;  // sorted paths
+};
+
+bool hidden(const fs::path& p) { return p.filename().string().rfind('.', 0) == 0; }
+
+std::vector<fs::directory_entry> list_dir(const fs::path& dir) {
+  std::error_code ec;
+  std::vector<fs::directory_entry> entries;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (!hidden(it->path())) entries.push_back(*it);
+  FS_CHECK(!ec, "cannot list ", dir.string(), ": ", ec.message());
+  std::sort(entries.begin(), entries.end());
+  return entries;
+}
+
+// Regular files below dir, sorted, skipping hidden files and everything under hidden directories.
+std::vector<std::string> documents_under(const fs::path& dir) {
+  std::error_code ec;
+  std::vector<std::string> files;
+  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (hidden(it->path())) {
+      it.disable_recursion_pending();
+      continue;
+    }
+    if (it->is_regular_file()) files.push_back(it->path().string());
+  }
+  FS_CHECK(!ec, "cannot list ", dir.string(), ": ", ec.message());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+std::vector<Source> find_sources(const std::vector<std::string>& inputs) {
+  std::vector<Source> sources;
+  for (const auto& input : inputs) {
+    std::error_code ec;
+    FS_CHECK(fs::exists(input, ec), "input directory ", input, " does not exist");
+    FS_CHECK(fs::is_directory(input, ec), "input ", input, " is not a directory");
+    const auto entries = list_dir(input);
+    FS_CHECK(!entries.empty(), "input directory ", input, " is empty");
+    std::vector<fs::path> subdirs, files;
+    for (const auto& e : entries) (e.is_directory() ? subdirs : files).push_back(e.path());
+    if (subdirs.empty()) {
+      // The label of "corpus/" or "." is the name of the directory itself.
+      sources.push_back({fs::weakly_canonical(input).filename().string(), input, documents_under(input)});
+    } else {
+      FS_CHECK(files.empty(), "input directory ", input, " holds both source subdirectories and files (",
+               files.front().string(), "): move the files into a subdirectory");
+      for (const auto& d : subdirs) sources.push_back({d.filename().string(), d.string(), documents_under(d)});
+    }
+  }
+  for (const auto& s : sources) FS_CHECK(!s.documents.empty(), "source directory ", s.dir, " has no documents");
+  std::sort(sources.begin(), sources.end(), [](const Source& a, const Source& b) { return a.label < b.label; });
+  for (size_t i = 1; i < sources.size(); ++i)
+    FS_CHECK(sources[i - 1].label != sources[i].label, "source label \"", sources[i].label, "\" is given twice: ",
+             sources[i - 1].dir, " and ", sources[i].dir);
+  return sources;
+}
+
+// Which documents of a source are held out: round(f*n), at least one if f > 0, and never all of them (a source
+// with one document stays in train). Seeded by the label so other sources do not shift this one's split.
+std::vector<bool> val_documents(size_t n, double val_fraction, uint64_t seed, const std::string& label) {
+  std::vector<bool> val(n, false);
+  if (n < 2 || val_fraction <= 0) return val;
+  const auto k = std::clamp<size_t>(static_cast<size_t>(std::llround(val_fraction * static_cast<double>(n))), 1, n - 1);
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  SplitMix64 rng(derive_seed({seed, fnv1a64(label.data(), label.size())}));
+  shuffle(order, rng);
+  for (size_t i = 0; i < k; ++i) val[order[i]] = true;
+  return val;
+}
+
+// The shards of one (split, source): split-source-000.bin, -001, ... Documents start a new shard when they would
+// overflow the current one; only a document longer than max_tokens is cut across shards.
+class ShardSequence {
+ public:
+  ShardSequence(std::string dir, std::string split, std::string source, const Tokenizer& tok, int64_t max_tokens)
+      : dir_(std::move(dir)), split_(std::move(split)), source_(std::move(source)), tok_(tok),
+        max_tokens_(static_cast<uint64_t>(max_tokens)) {}
+
+  void add_document(const std::vector<uint32_t>& tokens) {
+    if (writer_ && writer_->size() + tokens.size() > max_tokens_) close_shard();
+    for (size_t done = 0; done < tokens.size();) {
+      if (!writer_) open_shard();
+      const size_t n = std::min<uint64_t>(tokens.size() - done, max_tokens_ - writer_->size());
+      writer_->append(tokens.data() + done, n);
+      done += n;
+      if (writer_->size() == max_tokens_ && done < tokens.size()) close_shard();
+    }
+    ++documents_;
+  }
+
+  std::vector<ShardEntry> finish() {
+    if (writer_) close_shard();
+    return std::move(entries_);
+  }
+
+ private:
+  void open_shard() {
+    char part[16];
+    std::snprintf(part, sizeof part, "%03zu", entries_.size());
+    file_ = split_ + "-" + source_ + "-" + part + ".bin";
+    writer_ = std::make_unique<ShardWriter>((fs::path(dir_) / file_).string(), tok_.kind(), tok_.vocab_size(),
+                                            tok_.fingerprint());
+  }
+
+  void close_shard() {
+    const ShardHeader h = writer_->finish();
+    writer_.reset();
+    entries_.push_back({file_, split_, source_, static_cast<int64_t>(h.tokens), documents_, h.checksum});
+    documents_ = 0;
+  }
+
+  std::string dir_, split_, source_;
+  const Tokenizer& tok_;
+  uint64_t max_tokens_;
+  std::unique_ptr<ShardWriter> writer_;
+  std::string file_;
+  int64_t documents_ = 0;  // ended in the open shard
+  std::vector<ShardEntry> entries_;
+};
+
+// exp of the mean negative log-likelihood of the val tokens under p(t) = (train(t) + 1) / (N_train + V).
+double unigram_perplexity(const std::vector<uint64_t>& train, const std::vector<uint64_t>& val) {
+  const double n_train = static_cast<double>(std::accumulate(train.begin(), train.end(), uint64_t{0}));
+  const double log_denominator = std::log(n_train + static_cast<double>(train.size()));
+  double nll = 0, n_val = 0;
+  for (size_t t = 0; t < val.size(); ++t) {
+    if (val[t] == 0) continue;
+    nll += static_cast<double>(val[t]) * (log_denominator - std::log(static_cast<double>(train[t]) + 1));
+    n_val += static_cast<double>(val[t]);
+  }
+  return std::exp(nll / n_val);
+}
+
+bool is_within(const fs::path& inner, const fs::path& outer) {
+  const auto [o, i] = std::mismatch(outer.begin(), outer.end(), inner.begin(), inner.end());
+  return o == outer.end();
+}
+
+// An existing OUT that is not a prepared corpus is probably a mistake in --out: never delete it.
+void check_output_location(const std::string& out, const std::vector<std::string>& inputs) {
+  std::error_code ec;
+  if (fs::exists(out, ec)) {
+    FS_CHECK(fs::is_regular_file(fs::path(out) / Manifest::kFileName, ec), "output directory ", out,
+             " exists and is not a prepared corpus (no ", Manifest::kFileName, "): refusing to replace it");
+  }
+  const fs::path out_path = fs::weakly_canonical(out);
+  for (const auto& input : inputs) {
+    const fs::path in_path = fs::weakly_canonical(input);
+    FS_CHECK(!is_within(out_path, in_path) && !is_within(in_path, out_path), "output directory ", out,
+             " overlaps input directory ", input);
+  }
+}
+
+// A directory that removes itself unless released: failed runs leave no OUT.tmp-* behind.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& out) {
+    const fs::path parent = fs::path(out).parent_path();
+    std::error_code ec;
+    if (!parent.empty()) fs::create_directories(parent, ec);
+    FS_CHECK(!ec, "cannot create ", parent.string(), ": ", ec.message());
+    std::string templ = out + ".tmp-XXXXXX";
+    FS_CHECK(::mkdtemp(templ.data()) != nullptr, "cannot create a directory next to ", out, ": ",
+             std::strerror(errno));
+    path_ = templ;
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  ~TempDir() {
+    std::error_code ec;
+    if (!path_.empty()) fs::remove_all(path_, ec);  // best effort on an error path
+  }
+  const std::string& path() const { return path_; }
+  void release() { path_.clear(); }
+
+ private:
+  std::string path_;
+};
+
+// Moves the finished tree onto OUT; an existing OUT is moved aside first and deleted only after the swap.
+void install(TempDir& built, const std::string& out) {
+  std::error_code ec;
+  if (!fs::exists(out, ec)) {
+    rename_file(built.path(), out);
+    built.release();
+    return;
+  }
+  TempDir old(out);
+  const std::string previous = (fs::path(old.path()) / "previous").string();
+  rename_file(out, previous);
+  try {
+    rename_file(built.path(), out);
+  } catch (const Error&) {
+    // Put the old corpus back; if even that fails, leave it where it is rather than delete it.
+    if (std::rename(previous.c_str(), out.c_str()) != 0) old.release();
+    throw;
+  }
+  built.release();
+}
+
+}  // namespace
+
+PrepareSummary prepare_corpus(const PrepareOptions& opts) {
+  const auto start = std::chrono::steady_clock::now();
+  FS_CHECK(!opts.inputs.empty(), "no input directories given");
+  FS_CHECK(!opts.out.empty(), "no output directory given");
+  FS_CHECK(opts.val_fraction >= 0 && opts.val_fraction < 1, "val fraction must be in [0, 1), got ",
+           opts.val_fraction);
+  FS_CHECK(opts.max_shard_tokens >= 1, "max shard tokens must be positive, got ", opts.max_shard_tokens);
+  const auto tok = make_tokenizer(opts.tokenizer);
+  const std::vector<Source> sources = find_sources(opts.inputs);
+  check_output_location(opts.out, opts.inputs);
+
+  TempDir build(opts.out);
+  std::vector<uint64_t> train_counts(tok->vocab_size()), val_counts(tok->vocab_size());
+  std::vector<ShardEntry> train_shards, val_shards;
+  for (const auto& source : sources) {
+    const auto val = val_documents(source.documents.size(), opts.val_fraction, opts.seed, source.label);
+    ShardSequence train(build.path(), "train", source.label, *tok, opts.max_shard_tokens);
+    ShardSequence held_out(build.path(), "val", source.label, *tok, opts.max_shard_tokens);
+    for (size_t d = 0; d < source.documents.size(); ++d) {
+      const std::string& path = source.documents[d];
+      const std::string text = read_file(path);
+      std::vector<uint32_t> tokens;
+      try {
+        tokens = tok->encode(text);
+      } catch (const Error& e) {
+        throw Error(cat(path, ": ", e.what()));
+      }
+      tokens.push_back(tok->eos_id());
+      auto& counts = val[d] ? val_counts : train_counts;
+      for (uint32_t t : tokens) ++counts[t];
+      (val[d] ? held_out : train).add_document(tokens);
+    }
+    for (auto& e : train.finish()) train_shards.push_back(std::move(e));
+    for (auto& e : held_out.finish()) val_shards.push_back(std::move(e));
+  }
+
+  Manifest m;
+  m.tokenizer = {tok->spec(), tok->kind(), tok->vocab_size(), tok->bos_id(), tok->eos_id(), tok->fingerprint()};
+  m.seed = opts.seed;
+  m.val_fraction = opts.val_fraction;
+  for (const auto& s : sources) m.sources.push_back(s.label);
+  m.shards = std::move(train_shards);
+  m.shards.insert(m.shards.end(), val_shards.begin(), val_shards.end());
+  if (!val_shards.empty()) m.unigram_val_ppl = unigram_perplexity(train_counts, val_counts);
+  m.save(build.path());
+  install(build, opts.out);
+
+  const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
+  return {std::move(m), elapsed.count()};
+}
+
+}  // namespace fedshard::data

@@ -1,0 +1,42 @@
+// Checked POSIX file operations for writers that must not leave half-written files: each failure is a
+// fedshard::Error naming the file and the OS reason.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace fedshard {
+
+// An open file descriptor, closed on destruction. close() is the checked way: a failed close can mean lost data.
+class UniqueFd {
+ public:
+  UniqueFd(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  UniqueFd(UniqueFd&& o) noexcept : fd_(o.fd_), path_(std::move(o.path_)) { o.fd_ = -1; }
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  UniqueFd& operator=(UniqueFd&&) = delete;
+  ~UniqueFd();
+
+  int get() const { return fd_; }
+  const std::string& path() const { return path_; }
+  void close();
+
+ private:
+  int fd_;
+  std::string path_;
+};
+
+UniqueFd open_file(const std::string& path, int flags, mode_t mode = 0644);
+void write_all(const UniqueFd& f, const void* data, size_t bytes);
+void write_all_at(const UniqueFd& f, const void* data, size_t bytes, off_t offset);
+void sync_file(const UniqueFd& f);
+void rename_file(const std::string& from, const std::string& to);
+std::string read_file(const std::string& path);
+
+// Writes path.tmp, fsyncs it and renames it onto path: readers see the old file or the whole new one.
+void write_file_atomically(const std::string& path, std::string_view contents);
+
+}  // namespace fedshard
