@@ -1,4 +1,7 @@
-# Quick start: `make demo` trains the small model on Brown; `make test` builds and runs every test.
+# Quick start on a fresh Debian 12 machine:
+#   make demo   fetch the Brown corpus, tokenize it, train the `small` model, print the validation perplexity
+#   make test   build and run every test
+# Both install what is missing first (scripts/setup.sh).
 BUILD ?= build
 JOBS ?= 2
 
@@ -10,14 +13,14 @@ build: setup
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	@cmake --build $(BUILD) -j$(JOBS)
 
-test: build data/brown
+test: build
 	@cd $(BUILD) && ctest --output-on-failure --timeout 600 -j1
 
-data/brown: | setup
+data/brown/manifest.json: | build
 	@bash scripts/fetch-brown.sh
 	@bash scripts/prepare-brown.sh $(BUILD)
 
-demo: build data/brown
+demo: build data/brown/manifest.json
 	@bash scripts/demo.sh $(BUILD)
 
 clean:

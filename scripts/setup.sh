@@ -2,9 +2,10 @@
 # Installs what fedshard needs to build, test and run its demo. Idempotent: apt-installs only what is missing.
 set -euo pipefail
 
+# libopenblas0-openmp: without it Debian's LibTorch runs matmuls on the reference BLAS, ~20x slower.
 pkgs=(
   build-essential cmake ccache pkg-config
-  libtorch-dev python3-torch
+  libtorch-dev python3-torch libopenblas0-openmp
   libopenmpi-dev openmpi-bin
   libcli11-dev nlohmann-json3-dev libtomlplusplus-dev libpcre2-dev
   libgtest-dev googletest

@@ -51,7 +51,10 @@ Command add_train(CLI::App& app) {
   c.needs_mpi = true;
   c.app = app.add_subcommand("train", "Train a model (launch with mpirun -np N / srun for several ranks)");
   c.app->add_option("--config", args->config, "TOML config file; flags override it");
-  for (const auto& [flag, key, help] : flags()) c.app->add_option(flag, args->named[flag], help + " [" + key + "]");
+  // A repeated flag takes its last value, so wrappers can append overrides to a base command line.
+  for (const auto& [flag, key, help] : flags())
+    c.app->add_option(flag, args->named[flag], help + " [" + key + "]")
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   c.app->add_option("--set", args->sets, "KEY=VALUE for any configuration key (repeatable)");
   std::string keys = "\nConfiguration keys (file sections / --set):\n";
   for (const auto& [key, help] : train::config_keys()) keys += "  " + key + ": " + help + "\n";

@@ -14,7 +14,7 @@
 #include "train/evaluator.h"
 #include "train/progress.h"
 #include "util/error.h"
-#include "util/fs.h"
+#include "util/posix_file.h"
 
 namespace fedshard::train {
 
@@ -153,7 +153,7 @@ Trainer::Trainer(TrainSetup setup) : s_(std::move(setup)) {
                             {"vocab_size", s_.model.vocab_size},
                             {"warmup_steps", schedule_.warmup},
                             {"peak_flops_per_rank", peak_flops_}};
-    atomic_write((std::filesystem::path(cfg.out) / "config.json").string(), resolved.dump(2) + "\n");
+    write_file_atomically((std::filesystem::path(cfg.out) / "config.json").string(), resolved.dump(2) + "\n");
     metrics_.open((std::filesystem::path(cfg.out) / "metrics.jsonl").string(), /*append=*/false);
     std::fprintf(stderr, "fedshard: %s on %s; model %s (%s parameters); threads per rank %d\n",
                  s_.strategy.name().c_str(), topo_->describe().c_str(), s_.model.name.c_str(),

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include "util/error.h"
 
@@ -92,6 +93,25 @@ void write_file_atomically(const std::string& path, std::string_view contents) {
     ::unlink(tmp.c_str());
     throw;
   }
+  const auto parent = std::filesystem::path(path).parent_path();
+  sync_dir(parent.empty() ? "." : parent.string());
+}
+
+void sync_dir(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+void ensure_writable_dir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  FS_CHECK(!ec, "cannot create directory ", dir, ": ", ec.message());
+  const std::string probe = (std::filesystem::path(dir) / (".write-test." + std::to_string(::getpid()))).string();
+  UniqueFd f = open_file(probe, O_WRONLY | O_CREAT | O_TRUNC);
+  f.close();
+  ::unlink(probe.c_str());
 }
 
 }  // namespace fedshard

@@ -36,7 +36,12 @@ void sync_file(const UniqueFd& f);
 void rename_file(const std::string& from, const std::string& to);
 std::string read_file(const std::string& path);
 
-// Writes path.tmp, fsyncs it and renames it onto path: readers see the old file or the whole new one.
+// Writes path.tmp, fsyncs it, renames it onto path and fsyncs the directory: readers see the old file or the
+// whole new one, also after a power loss.
 void write_file_atomically(const std::string& path, std::string_view contents);
+// fsyncs a directory so renames inside it are durable (best effort where directories cannot be opened).
+void sync_dir(const std::string& dir);
+// Creates dir (and parents) and checks that a file can be created in it.
+void ensure_writable_dir(const std::string& dir);
 
 }  // namespace fedshard

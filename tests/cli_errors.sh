@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Bad inputs to the real binary: each must end with ONE stderr line naming the problem and a non-zero exit,
+# never a hang or a crash. Usage: cli_errors.sh FEDSHARD_BINARY
+set -u
+bin=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+
+# expect NAME NEEDLE -- COMMAND...: non-zero exit, exactly one stderr line, containing NEEDLE.
+expect() {
+  local name=$1 needle=$2
+  shift 3
+  local out rc lines
+  out=$(timeout 120 "$@" 2>&1 >/dev/null)
+  rc=$?
+  lines=$(printf '%s\n' "$out" | grep -c .)
+  if [ "$rc" -eq 0 ] || [ "$rc" -ge 124 ] || [ "$lines" -ne 1 ] || [[ "$out" != *"$needle"* ]]; then
+    echo "FAIL $name: rc=$rc lines=$lines"
+    printf '%s\n' "$out" | sed 's/^/    /'
+    fails=$((fails + 1))
+  else
+    echo "ok   $name: $out"
+  fi
+}
+
+# A small real corpus to break.
+mkdir -p "$tmp/raw/gnu" "$tmp/raw/other"
+cp /usr/share/common-licenses/GPL-3 /usr/share/common-licenses/LGPL-2.1 /usr/share/common-licenses/GFDL-1.3 "$tmp/raw/gnu/"
+cp /usr/share/common-licenses/Apache-2.0 /usr/share/common-licenses/MPL-2.0 /usr/share/common-licenses/Artistic "$tmp/raw/other/"
+"$bin" prepare --input "$tmp/raw" --out "$tmp/corpus" --val-fraction 0.34 >/dev/null || { echo "FAIL: prepare"; exit 1; }
+train=("$bin" train --model tiny --data "$tmp/corpus" --seq-len 32 --batch-size 2 --steps 2 --out "$tmp/run")
+
+expect "missing corpus dir" "/nonexistent/brown" -- "$bin" prepare --input /nonexistent/brown --out "$tmp/x"
+expect "unreadable tokenizer file" "/nonexistent/tokenizer.model" -- \
+  "$bin" prepare --input "$tmp/raw" --out "$tmp/x" --tokenizer tiktoken:/nonexistent/tokenizer.model
+expect "unknown tokenizer" "unknown tokenizer" -- "$bin" prepare --input "$tmp/raw" --out "$tmp/x" --tokenizer sentencepiece
+expect "bad val fraction" "val-fraction" -- "$bin" prepare --input "$tmp/raw" --out "$tmp/x" --val-fraction 1.5
+expect "unknown preset (info)" "unknown model preset 'llama9'" -- "$bin" info --model llama9
+expect "unknown preset (train)" "unknown model preset 'llama9'" -- "${train[@]}" --model llama9
+expect "negative steps" "train.steps must be positive" -- "${train[@]}" --steps -5
+expect "non-numeric steps" "--steps: 'ten' is not an integer" -- "${train[@]}" --steps ten
+expect "unknown flag" "--bogus" -- "${train[@]}" --bogus
+expect "unknown config key" "unknown configuration key 'optim.lrr'" -- "${train[@]}" --set optim.lrr=1
+expect "missing config file" "config file /nonexistent.toml not found" -- "${train[@]}" --config /nonexistent.toml
+expect "missing data dir" "no manifest.json" -- "${train[@]}" --data "$tmp/none"
+expect "wrong vocab" "vocab 512" -- "${train[@]}" --set model.vocab_size=512
+expect "hsdp without shard size" "needs --shard-size" -- "${train[@]}" --strategy hsdp
+expect "group size without federation" "needs an fl-* strategy" -- "${train[@]}" --group-size 2
+
+cp -r "$tmp/corpus" "$tmp/truncated"
+shard=$(ls "$tmp/truncated"/train-*.bin | head -1)
+truncate -s -100 "$shard"
+expect "truncated shard" "$(basename "$shard")" -- "${train[@]}" --data "$tmp/truncated"
+
+cp -r "$tmp/corpus" "$tmp/flipped"
+shard=$(ls "$tmp/flipped"/val-*.bin | head -1)
+printf '\x7f' | dd of="$shard" bs=1 seek=200 conv=notrunc status=none
+expect "corrupt shard" "$(basename "$shard")" -- "${train[@]}" --data "$tmp/flipped"
+
+if [ "$fails" -ne 0 ]; then
+  echo "$fails bad-input case(s) failed"
+  exit 1
+fi
+echo "all bad-input cases end with one clear line"
