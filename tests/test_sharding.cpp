@@ -9,6 +9,7 @@
 #include "comm/mpi_runtime.h"
 #include "comm/topology.h"
 #include "parallel/sharded_model.h"
+#include "engine_fixture.h"
 #include "reference.h"
 #include "util/error.h"
 #include "train/optimizer.h"
@@ -19,47 +20,6 @@ namespace {
 
 int world_size() { return comm::MpiRuntime::get().world_size(); }
 int world_rank() { return comm::MpiRuntime::get().world_rank(); }
-
-struct Engine {
-  std::unique_ptr<comm::Topology> topo;
-  std::unique_ptr<model::Llama> model;
-  std::unique_ptr<parallel::ShardedModel> sharded;
-  std::unique_ptr<train::Optimizer> opt;
-
-  Engine(const model::ModelConfig& cfg, comm::TopologySpec spec, parallel::ShardingOptions opts,
-         const std::string& optimizer = "adamw") {
-    topo = std::make_unique<comm::Topology>(spec);
-    model = std::make_unique<model::Llama>(cfg, opts.master_dtype, /*materialize=*/false);
-    sharded = std::make_unique<parallel::ShardedModel>(*model, topo->shard(), topo->replica(), opts,
-                                                       topo->layout().group_size, /*seed=*/5);
-    std::vector<train::ParamSlice> slices;
-    for (auto& u : sharded->units()) slices.push_back({u->flat().shard(), u->flat().grad(), at::Tensor()});
-    train::OptimizerConfig oc;
-    oc.name = optimizer;
-    opt = train::make_optimizer(oc, slices);
-  }
-
-  // One step on this rank's rows of the global batch; returns the world-mean loss.
-  double step(const at::Tensor& global, double lr, double max_norm, int64_t rows_per_rank) {
-    const int64_t t = global.size(1) - 1;
-    auto local = global.narrow(0, topo->world_rank() * rows_per_rank, rows_per_rank);
-    auto logits = sharded->forward(local.narrow(1, 0, t));
-    auto loss = model::next_token_loss(logits, local.narrow(1, 1, t));
-    loss.backward();
-    sharded->wait_grads();
-    sharded->clip_grad_norm(max_norm);
-    opt->step(lr);
-    auto l = loss.detach().to(at::kDouble).reshape({1}).clone();
-    topo->world().all_reduce(l, comm::ReduceOp::Mean, comm::Traffic::Control)->wait();
-    return l.item<double>();
-  }
-};
-
-double max_abs_diff(const std::map<std::string, at::Tensor>& a, const std::map<std::string, at::Tensor>& b) {
-  double worst = 0;
-  for (const auto& [name, t] : b) worst = std::max(worst, (a.at(name).to(at::kDouble) - t).abs().max().item<double>());
-  return worst;
-}
 
 struct Case {
   const char* name;
@@ -76,7 +36,7 @@ void expect_matches_reference(const Case& c, at::ScalarType dtype, double loss_t
   opts.master_dtype = opts.compute_dtype = dtype;
   opts.recompute = c.recompute;
   opts.reshard_after_forward = c.reshard;
-  Engine e(cfg, {0, c.shard_size, 0}, opts);
+  fixture::Engine e(cfg, {0, c.shard_size, 0}, opts);
   reference::ReferenceOptions ro;
   ro.max_norm = max_norm;
   ro.lr = lr;
@@ -84,13 +44,13 @@ void expect_matches_reference(const Case& c, at::ScalarType dtype, double loss_t
   bool clipped = false;
   for (int64_t s = 0; s < steps; ++s) {
     auto batch = reference::synthetic_batch(s, rows * world_size(), seq, cfg.vocab_size);
-    const double got = e.step(batch, lr, max_norm, rows);
+    const double got = e.step(batch, world_rank() * rows, rows, lr, max_norm, e.topo->world());
     const double want = ref.step(batch);
     clipped = clipped || ref.last_grad_norm() > max_norm;
     EXPECT_NEAR(got, want, loss_tol) << c.name << " step " << s;
   }
   EXPECT_TRUE(clipped) << "the test must exercise clipping";
-  EXPECT_LE(max_abs_diff(e.sharded->full_parameters(), ref.parameters()), param_tol) << c.name;
+  EXPECT_LE(fixture::max_abs_diff(e.sharded->full_parameters(), ref.parameters()), param_tol) << c.name;
 }
 
 }  // namespace
@@ -190,7 +150,7 @@ TEST(Accounting, FsdpAndHsdpStepBytesEqualTheCostFormulas) {
   for (int h : {0, 2}) {
     parallel::ShardingOptions opts;
     opts.master_dtype = opts.compute_dtype = at::kDouble;
-    Engine e(cfg, {0, h, 2}, opts);
+    fixture::Engine e(cfg, {0, h, 2}, opts);
     const int H = e.topo->layout().shard_size, R = e.topo->layout().replicas();
     double padded = 0;
     for (auto& u : e.sharded->units()) padded += static_cast<double>(u->flat().padded_numel());

@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
       return 2;
     }
     // Found by some ranks mid-job: the others may be inside a collective, so end them all.
-    std::cerr << "fedshard: error on rank " << rank << " of " << world << ": " << e.what() << std::endl;
+    if (e.reporter()) std::cerr << "fedshard: error on rank " << rank << " of " << world << ": " << e.what() << std::endl;
     comm::MpiRuntime::abort(2);
   } catch (const std::exception& e) {
     std::cerr << "fedshard: rank " << rank << " of " << world << ": " << e.what() << std::endl;

@@ -35,6 +35,10 @@ LedgerSnapshot LedgerSnapshot::operator-(const LedgerSnapshot& o) const {
   LedgerSnapshot d;
   for (int t = 0; t < kNumTiers; ++t)
     for (int k = 0; k < 2; ++k) d.by_tier[t][k] = by_tier[t][k] - o.by_tier[t][k];
+  for (const auto& [name, tally] : by_comm) {
+    auto it = o.by_comm.find(name);
+    d.by_comm[name] = it == o.by_comm.end() ? tally : tally - it->second;
+  }
   d.exposed_wait_seconds = exposed_wait_seconds - o.exposed_wait_seconds;
   return d;
 }
@@ -44,9 +48,10 @@ Ledger& Ledger::instance() {
   return ledger;
 }
 
-void Ledger::record(Tier tier, Traffic traffic, const Tally& t) {
+void Ledger::record(const std::string& comm, Tier tier, Traffic traffic, const Tally& t) {
   std::lock_guard<std::mutex> lock(mu_);
   totals_.by_tier[static_cast<int>(tier)][static_cast<int>(traffic)] += t;
+  totals_.by_comm[comm] += t;
 }
 
 void Ledger::add_exposed_wait(double seconds) {

@@ -4,7 +4,9 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <mutex>
+#include <string>
 
 #include "comm/tier.h"
 
@@ -23,6 +25,7 @@ struct Tally {
 
 struct LedgerSnapshot {
   std::array<std::array<Tally, 2>, kNumTiers> by_tier{};  // [tier][traffic]
+  std::map<std::string, Tally> by_comm;                   // by communicator name ("shard", "cross", ...)
   double exposed_wait_seconds = 0;  // time the training thread spent blocked in wait()
 
   const Tally& at(Tier t, Traffic k) const { return by_tier[static_cast<int>(t)][static_cast<int>(k)]; }
@@ -34,7 +37,7 @@ struct LedgerSnapshot {
 class Ledger {
  public:
   static Ledger& instance();
-  void record(Tier tier, Traffic traffic, const Tally& t);
+  void record(const std::string& comm, Tier tier, Traffic traffic, const Tally& t);
   void add_exposed_wait(double seconds);
   LedgerSnapshot snapshot() const;
 

@@ -108,6 +108,7 @@ WorkHandle MpiCommunicator::launch(Collective c, const at::Tensor& t, double ful
     return work;
   }
   const Tier tier = this->tier();
+  const std::string comm_name = name();
   const int p = size();
   MpiRuntime::get().comm_thread().submit([=, start = std::move(start), finish = std::move(finish)] {
     try {
@@ -121,7 +122,7 @@ WorkHandle MpiCommunicator::launch(Collective c, const at::Tensor& t, double ful
       tally.payload_bytes = full_bytes;
       tally.calls = 1;
       tally.seconds = std::chrono::duration<double>(Work::Clock::now() - t0).count();
-      Ledger::instance().record(tier, k, tally);
+      Ledger::instance().record(comm_name, tier, k, tally);
       work->finish();
     } catch (...) {
       work->fail(std::current_exception());

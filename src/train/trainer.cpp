@@ -12,6 +12,7 @@
 #include "comm/mpi_runtime.h"
 #include "data/manifest.h"
 #include "train/evaluator.h"
+#include "train/fault_injection.h"
 #include "train/progress.h"
 #include "util/error.h"
 #include "util/posix_file.h"
@@ -79,12 +80,16 @@ TrainSetup prepare_training(const TrainConfig& cfg, int world_size, int world_ra
            s.model.max_seq_len, " of model ", cfg.model);
   s.train = std::make_shared<data::TokenDataset>(cfg.data_dir, "train", cfg.seq_len, s.model.vocab_size);
   s.val = std::make_shared<data::TokenDataset>(cfg.data_dir, "val", cfg.seq_len, s.model.vocab_size);
+  const auto layout = comm::Layout::resolve(world_size, s.topology);
+  s.partition = data::partition_windows(*s.train, cfg.partition, layout.groups(), cfg.seed);
   if (world_rank == 0) ensure_writable_dir(cfg.out);
+  validate_fault_plan();
   return s;
 }
 
 struct Trainer::StepResult {
   int64_t step = 0;
+  bool aggregated = false;
   double loss = 0;
   double lr = 0;
   double grad_norm = 0;
@@ -129,12 +134,28 @@ Trainer::Trainer(TrainSetup setup) : s_(std::move(setup)) {
   schedule_.total = cfg.steps;
   schedule_.warmup = cfg.warmup_steps >= 0 ? cfg.warmup_steps : cfg.steps / 10;
 
-  // Every rank reads disjoint windows of one global stream: rank r takes slot r of each step's batch.
-  std::vector<int64_t> pool(s_.train->num_windows());
-  for (int64_t i = 0; i < static_cast<int64_t>(pool.size()); ++i) pool[i] = i;
-  sampler_ = std::make_unique<data::WindowSampler>(std::move(pool), layout.world, static_cast<int>(cfg.batch_size),
-                                                   cfg.seed, /*stream=*/0);
-  sampler_reader_ = topo_->world_rank();
+  if (s_.strategy.federated) {
+    federation::FederationOptions fo;
+    fo.outer = {cfg.outer_optimizer, cfg.outer_lr, cfg.outer_momentum};
+    fo.inner_state = cfg.inner_state;
+    aggregator_ = std::make_unique<federation::Aggregator>(*sharded_, *topo_, *optimizer_, fo);
+  }
+
+  // iid: every rank reads disjoint windows of one global stream (rank r takes slot r of each step), so
+  // strategies with and without federation read the same data. Otherwise each group reads its own pool,
+  // its ranks taking disjoint slots of it.
+  const auto& partition = s_.partition;
+  const int batch = static_cast<int>(cfg.batch_size);
+  if (partition.global_stream) {
+    std::vector<int64_t> pool(s_.train->num_windows());
+    for (int64_t i = 0; i < static_cast<int64_t>(pool.size()); ++i) pool[i] = i;
+    sampler_ = std::make_unique<data::WindowSampler>(std::move(pool), layout.world, batch, cfg.seed, /*stream=*/0);
+    sampler_reader_ = topo_->world_rank();
+  } else {
+    sampler_ = std::make_unique<data::WindowSampler>(partition.pools[topo_->group_index()], layout.group_size, batch,
+                                                     cfg.seed, /*stream=*/1 + topo_->group_index());
+    sampler_reader_ = topo_->position();
+  }
 
   peak_flops_ = cfg.peak_flops > 0 ? cfg.peak_flops : measure_matmul_flops();
   if (topo_->world_rank() == 0) {
@@ -172,19 +193,33 @@ Trainer::StepResult Trainer::train_step(int64_t step) {
   auto loss = model::next_token_loss(logits, batch.narrow(1, 1, t));
   loss.backward();
   sharded_->wait_grads();
+  maybe_inject_fault(FaultPoint::Step, topo_->world_rank(), step);
 
   StepResult r;
   r.step = step;
   r.grad_norm = sharded_->clip_grad_norm(s_.cfg.grad_clip);
   r.lr = schedule_.at(step);
   optimizer_->step(r.lr);
+  ++steps_since_sync_;
+  if (aggregator_ && (step % s_.cfg.sync_every == 0 || step == s_.cfg.steps)) {
+    if (s_.cfg.eval_group_model) log_eval(step, "group", topo_->group());
+    // Weight: tokens this group processed since the last sync.
+    const double tokens = static_cast<double>(steps_since_sync_ * topo_->layout().group_size *
+                                              s_.cfg.batch_size * s_.cfg.seq_len);
+    aggregator_->sync(tokens);
+    steps_since_sync_ = 0;
+    r.aggregated = true;
+  }
 
   // The logged loss is the mean over this rank's federation group: no per-step traffic crosses groups.
   auto l = loss.detach().to(at::kDouble).reshape({1}).clone();
+  if (inject_nan(topo_->world_rank(), step)) l.fill_(std::nan(""));
   topo_->group().all_reduce(l, comm::ReduceOp::Mean, comm::Traffic::Control)->wait();
   r.loss = l.item<double>();
-  FS_CHECK(std::isfinite(r.loss), "loss is ", r.loss, " at step ", step,
-           "; stopping (lower optim.lr or enable optim.grad_clip)");
+  if (!std::isfinite(r.loss))
+    throw Error(cat("loss is ", r.loss, " at step ", step, " in group ", topo_->group_index(),
+                    "; stopping (lower optim.lr or enable optim.grad_clip)"))
+        .reported_by(topo_->position() == 0);
   r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   r.comm = comm::Ledger::instance().snapshot() - comm0;
   return r;
@@ -211,13 +246,15 @@ void Trainer::log_step(const StepResult& r) {
                   {"bytes", bytes},
                   {"tok_per_s", tok_per_s},
                   {"mfu", mfu},
-                  {"aggregated", false}});
+                  {"aggregated", r.aggregated}});
 }
 
-void Trainer::log_eval(int64_t step, const std::string& model_kind) {
-  const auto r = evaluate(*sharded_, *s_.val, s_.cfg.eval_windows, s_.cfg.batch_size, topo_->world());
-  last_val_loss_ = r.loss;
-  last_val_ppl_ = r.ppl;
+void Trainer::log_eval(int64_t step, const std::string& model_kind, comm::Communicator& comm) {
+  const auto r = evaluate(*sharded_, *s_.val, s_.cfg.eval_windows, s_.cfg.batch_size, comm);
+  if (model_kind == "global") {
+    last_val_loss_ = r.loss;
+    last_val_ppl_ = r.ppl;
+  }
   const auto& layout = topo_->layout();
   metrics_.write({{"type", "eval"},
                   {"step", step},
@@ -234,6 +271,7 @@ TrainSummary Trainer::run() {
   Progress progress(cfg.steps);
   const auto start = Clock::now();
   const auto comm_start = comm::Ledger::instance().snapshot();
+  bool eval_due = false;
   for (int64_t step = 1; step <= cfg.steps; ++step) {
     const StepResult r = train_step(step);
     if (step > 1) {  // the first step includes one-time allocation and warm-up
@@ -241,8 +279,12 @@ TrainSummary Trainer::run() {
       ++timed_steps_;
     }
     if (step % cfg.log_every == 0 || step == cfg.steps) log_step(r);
-    const bool eval_now = step == cfg.steps || (cfg.eval_every > 0 && step % cfg.eval_every == 0);
-    if (eval_now) log_eval(step, "global");
+    // Under federation only an aggregation produces the global model: a due evaluation waits for the next.
+    eval_due = eval_due || step == cfg.steps || (cfg.eval_every > 0 && step % cfg.eval_every == 0);
+    if (eval_due && (!aggregator_ || r.aggregated)) {
+      log_eval(step, "global", topo_->world());
+      eval_due = false;
+    }
     if (rank0) {
       const double tok_per_s = static_cast<double>(topo_->layout().world * cfg.batch_size * cfg.seq_len) / r.seconds;
       char extra[64] = "";

@@ -5,8 +5,10 @@
 #include <memory>
 
 #include "comm/topology.h"
+#include "data/partition.h"
 #include "data/token_dataset.h"
 #include "data/window_sampler.h"
+#include "federation/aggregator.h"
 #include "model/config.h"
 #include "model/llama.h"
 #include "parallel/sharded_model.h"
@@ -27,6 +29,7 @@ struct TrainSetup {
   model::ModelConfig model;
   std::shared_ptr<data::TokenDataset> train;
   std::shared_ptr<data::TokenDataset> val;
+  data::Partition partition;
 };
 
 TrainSetup prepare_training(const TrainConfig& cfg, int world_size, int world_rank);
@@ -49,13 +52,15 @@ class Trainer {
   struct StepResult;
   StepResult train_step(int64_t step);
   void log_step(const StepResult& r);
-  void log_eval(int64_t step, const std::string& model_kind);
+  // Evaluates over `comm` (the world for the global model, the group for a group's local model); rank 0 logs.
+  void log_eval(int64_t step, const std::string& model_kind, comm::Communicator& comm);
 
   TrainSetup s_;
   std::unique_ptr<comm::Topology> topo_;
   std::unique_ptr<model::Llama> model_;
   std::unique_ptr<parallel::ShardedModel> sharded_;
   std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<federation::Aggregator> aggregator_;  // fl-* only
   std::unique_ptr<data::WindowSampler> sampler_;
   int sampler_reader_ = 0;
   LrSchedule schedule_;
@@ -63,6 +68,7 @@ class Trainer {
   double peak_flops_ = 0;
   double last_val_loss_ = 0;
   double last_val_ppl_ = 0;
+  int64_t steps_since_sync_ = 0;
   double step_seconds_sum_ = 0;
   int64_t timed_steps_ = 0;
 };

@@ -11,6 +11,16 @@ namespace fedshard {
 class Error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+  // For an error that several ranks detect identically (a NaN loss seen by a whole group): only the rank
+  // marked as reporter prints it, so the job ends with one message instead of one per rank.
+  Error& reported_by(bool this_rank) {
+    reporter_ = this_rank;
+    return *this;
+  }
+  bool reporter() const { return reporter_; }
+
+ private:
+  bool reporter_ = true;
 };
 
 template <class... Args>

@@ -1,0 +1,20 @@
+// Failure injection for the robustness tests: FEDSHARD_FAULT=ACTION:RANK:STEP[:POINT] makes world rank RANK
+// fail at optimizer step STEP. ACTION: throw (an exception, as a bug would), kill (SIGKILL, as the OOM killer
+// would), nan (the loss becomes NaN). POINT: step (default, after backward) or checkpoint (in the middle of
+// writing that step's checkpoint). Unset in normal runs; a malformed value is an error, not ignored.
+#pragma once
+
+#include <cstdint>
+
+namespace fedshard::train {
+
+enum class FaultPoint { Step, Checkpoint };
+
+// Parses FEDSHARD_FAULT now, so a malformed value is reported at start-up.
+void validate_fault_plan();
+// Throws or kills the process if the plan says so for (point, rank, step).
+void maybe_inject_fault(FaultPoint point, int rank, int64_t step);
+// True when this rank's loss at `step` should be replaced by NaN.
+bool inject_nan(int rank, int64_t step);
+
+}  // namespace fedshard::train

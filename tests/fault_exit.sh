@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Failures inside a multi-rank job: every rank must exit non-zero within a bounded time, with the cause
+# named once. Usage: fault_exit.sh FEDSHARD_BINARY
+set -u
+bin=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+mpirun=(mpirun --oversubscribe --allow-run-as-root)
+
+mkdir -p "$tmp/raw/gnu" "$tmp/raw/other"
+cp /usr/share/common-licenses/GPL-3 /usr/share/common-licenses/LGPL-2.1 "$tmp/raw/gnu/"
+cp /usr/share/common-licenses/Apache-2.0 /usr/share/common-licenses/MPL-2.0 "$tmp/raw/other/"
+"$bin" prepare --input "$tmp/raw" --out "$tmp/corpus" --val-fraction 0.5 >/dev/null || { echo "FAIL: prepare"; exit 1; }
+train=(train --model tiny --data "$tmp/corpus" --seq-len 32 --batch-size 2 --steps 50 --threads 1 --out "$tmp/run")
+
+# expect_fault NAME FAULT NEEDLE MAX_SECONDS ARGS...: non-zero exit within MAX_SECONDS, NEEDLE printed exactly once.
+expect_fault() {
+  local name=$1 fault=$2 needle=$3 limit=$4
+  shift 4
+  local start rc out count elapsed
+  start=$(date +%s)
+  out=$(FEDSHARD_FAULT=$fault timeout $((limit + 30)) "${mpirun[@]}" -x FEDSHARD_FAULT "$@" 2>&1 >/dev/null)
+  rc=$?
+  elapsed=$(($(date +%s) - start))
+  count=$(printf '%s\n' "$out" | grep -cF -- "$needle")
+  if [ "$rc" -eq 0 ] || [ "$elapsed" -gt "$limit" ] || [ "$count" -ne 1 ]; then
+    echo "FAIL $name: rc=$rc after ${elapsed}s, '$needle' printed $count time(s)"
+    printf '%s\n' "$out" | sed 's/^/    /'
+    fails=$((fails + 1))
+  else
+    echo "ok   $name: rc=$rc after ${elapsed}s: $(printf '%s\n' "$out" | grep -F -- "$needle")"
+  fi
+}
+
+expect_fault "rank 2 throws (fsdp)" throw:2:3 "rank 2 of 4: injected fault" 60 -np 4 "$bin" "${train[@]}" --strategy fsdp
+expect_fault "rank 1 throws (hsdp)" throw:1:2 "rank 1 of 4: injected fault" 60 -np 4 "$bin" "${train[@]}" --strategy hsdp --shard-size 2
+expect_fault "NaN loss on rank 3 (ddp)" nan:3:4 "loss is nan at step 4" 60 -np 4 "$bin" "${train[@]}" --strategy ddp
+
+if [ "$fails" -ne 0 ]; then
+  echo "$fails fault case(s) failed"
+  exit 1
+fi
+echo "every fault ended the whole job in bounded time"

@@ -1,0 +1,198 @@
+// Federation (DESIGN.md "Federation", numerics contract): FL+DDP, FL+FSDP and FL+HSDP against an independent
+// float64 reference (one single-process trainer per group, averaged every K steps), divergence between syncs,
+// weighted means, and inter-group bytes per aggregation against the cost formula.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "engine_fixture.h"
+#include "reference.h"
+
+using namespace fedshard;
+
+namespace {
+
+int world_size() { return comm::MpiRuntime::get().world_size(); }
+int world_rank() { return comm::MpiRuntime::get().world_rank(); }
+
+struct FlCase {
+  const char* name;
+  int group_size;
+  int shard_size;
+};
+
+// The FL variants that fit the world: groups of S = N/2 (two groups) with DDP, FSDP and HSDP (H = 2) inside.
+std::vector<FlCase> fl_cases() {
+  const int n = world_size();
+  std::vector<FlCase> c;
+  if (n < 2) return c;
+  const int s = n / 2;
+  c.push_back({"fl-ddp", s, 1});
+  c.push_back({"fl-fsdp", s, s});
+  if (s >= 4) c.push_back({"fl-hsdp", s, 2});
+  return c;
+}
+
+parallel::ShardingOptions f64() {
+  parallel::ShardingOptions o;
+  o.master_dtype = o.compute_dtype = at::kDouble;
+  return o;
+}
+
+// Mean of the reference groups' parameters.
+std::map<std::string, at::Tensor> average(const std::vector<std::map<std::string, at::Tensor>>& models) {
+  std::map<std::string, at::Tensor> out;
+  for (const auto& [name, t] : models[0]) {
+    auto sum = at::zeros_like(t);
+    for (const auto& m : models) sum += m.at(name);
+    out[name] = sum / static_cast<double>(models.size());
+  }
+  return out;
+}
+
+// Trains `c` and the per-group reference side by side; checks losses each step and parameters at the end.
+void expect_fl_matches_reference(const FlCase& c, const std::string& optimizer, int k, double max_norm, int steps) {
+  const auto cfg = reference::tiny_config();
+  const int64_t rows = 2, seq = 10;
+  const double lr = optimizer == "sgd" ? 0.5 : 1e-2;
+  fixture::Engine e(cfg, {c.group_size, c.shard_size, 0}, f64(), optimizer, /*federated=*/true);
+  const int groups = e.topo->layout().groups(), g = e.topo->group_index();
+  reference::ReferenceOptions ro;
+  ro.optimizer = optimizer;
+  ro.lr = lr;
+  ro.max_norm = max_norm;
+  std::vector<reference::ReferenceTrainer> refs;
+  for (int i = 0; i < groups; ++i) refs.emplace_back(cfg, 5, ro);
+  for (int s = 1; s <= steps; ++s) {
+    auto batch = reference::synthetic_batch(s, rows * world_size(), seq, cfg.vocab_size);
+    const double got = e.step(batch, world_rank() * rows, rows, lr, max_norm, e.topo->group());
+    std::vector<double> want;
+    for (int i = 0; i < groups; ++i)
+      want.push_back(refs[i].step(batch.narrow(0, i * c.group_size * rows, c.group_size * rows)));
+    EXPECT_NEAR(got, want[g], 1e-9) << c.name << " step " << s;
+    if (s % k == 0) {
+      e.agg->sync(1.0);
+      std::vector<std::map<std::string, at::Tensor>> models;
+      for (auto& r : refs) models.push_back(r.parameters());
+      const auto mean = average(models);
+      for (auto& r : refs) r.set_parameters(mean);
+    }
+  }
+  EXPECT_LE(fixture::max_abs_diff(e.sharded->full_parameters(), refs[g].parameters()), 1e-9) << c.name;
+}
+
+// The largest difference between any group's full model and group 0's (gathered over `cross`).
+double max_diff_from_group0(fixture::Engine& e) {
+  std::vector<at::Tensor> parts;
+  for (const auto& [name, t] : e.sharded->full_parameters()) parts.push_back(t.reshape({-1}));
+  auto mine = at::cat(parts);
+  auto& cross = e.topo->cross();
+  auto all = at::empty({mine.numel() * cross.size()}, mine.options());
+  cross.all_gather(mine, all, comm::Traffic::Control)->wait();
+  auto by_group = all.view({cross.size(), mine.numel()});
+  return (by_group - by_group[0]).abs().max().item<double>();
+}
+
+}  // namespace
+
+TEST(Federation, SgdWithSyncEveryStepEqualsTheWholeWorld) {
+  // K = 1, plain SGD, no clipping: every FL variant is one SGD step on the global batch, i.e. fsdp on N ranks,
+  // i.e. the single-process reference on the concatenated batch.
+  const auto cfg = reference::tiny_config();
+  for (const auto& c : fl_cases()) {
+    fixture::Engine e(cfg, {c.group_size, c.shard_size, 0}, f64(), "sgd", /*federated=*/true);
+    reference::ReferenceOptions ro;
+    ro.optimizer = "sgd";
+    ro.lr = 0.5;
+    reference::ReferenceTrainer whole(cfg, 5, ro);
+    for (int s = 1; s <= 4; ++s) {
+      auto batch = reference::synthetic_batch(s, 2 * world_size(), 10, cfg.vocab_size);
+      const double got = e.step(batch, world_rank() * 2, 2, ro.lr, 0.0, e.topo->world());
+      e.agg->sync(1.0);
+      EXPECT_NEAR(got, whole.step(batch), 1e-9) << c.name << " step " << s;
+    }
+    EXPECT_LE(fixture::max_abs_diff(e.sharded->full_parameters(), whole.parameters()), 1e-9) << c.name;
+  }
+}
+
+TEST(Federation, AdamWEveryFourStepsMatchesPerGroupReference) {
+  for (const auto& c : fl_cases()) expect_fl_matches_reference(c, "adamw", 4, 0.5, 8);
+}
+
+TEST(Federation, GroupsDivergeBetweenSyncsAndAgreeExactlyAfter) {
+  const auto cfg = reference::tiny_config();
+  for (const auto& c : fl_cases()) {
+    fixture::Engine e(cfg, {c.group_size, c.shard_size, 0}, f64(), "adamw", /*federated=*/true);
+    for (int s = 1; s <= 4; ++s) {
+      auto batch = reference::synthetic_batch(s, 2 * world_size(), 10, cfg.vocab_size);
+      e.step(batch, world_rank() * 2, 2, 1e-2, 1.0, e.topo->group());
+      if (s < 4) EXPECT_GT(max_diff_from_group0(e), 1e-6) << c.name << " groups should differ at step " << s;
+    }
+    e.agg->sync(1.0);
+    EXPECT_EQ(max_diff_from_group0(e), 0.0) << c.name << " groups must agree bitwise after the sync";
+  }
+}
+
+TEST(Federation, AggregateIsAWeightedMeanNotASum) {
+  const auto cfg = reference::tiny_config();
+  for (const auto& c : fl_cases()) {
+    fixture::Engine e(cfg, {c.group_size, c.shard_size, 0}, f64(), "adamw", /*federated=*/true);
+    const int g = e.topo->group_index(), groups = e.topo->layout().groups();
+    {
+      at::NoGradGuard no_grad;
+      for (auto& u : e.sharded->units()) u->flat().shard().fill_(g + 1.0);  // group g holds g+1 everywhere
+    }
+    e.agg->sync(/*weight=*/g + 1.0);  // unequal weights: group g weighs g+1
+    double num = 0, den = 0;
+    for (int i = 0; i < groups; ++i) {
+      num += (i + 1.0) * (i + 1.0);
+      den += i + 1.0;
+    }
+    for (auto& u : e.sharded->units()) {
+      auto& shard = u->flat().shard();
+      EXPECT_NEAR(shard.min().item<double>(), num / den, 1e-12) << c.name;
+      EXPECT_NEAR(shard.max().item<double>(), num / den, 1e-12) << c.name;
+    }
+  }
+}
+
+TEST(Federation, InterGroupBytesPerAggregationMatchTheFormula) {
+  const auto cfg = reference::tiny_config();
+  for (const auto& c : fl_cases()) {
+    fixture::Engine e(cfg, {c.group_size, c.shard_size, 0}, f64(), "adamw", /*federated=*/true);
+    const auto& l = e.topo->layout();
+    const double G = l.groups(), S = l.group_size, H = l.shard_size, R = l.replicas();
+    double padded = 0;
+    for (auto& u : e.sharded->units()) padded += static_cast<double>(u->flat().padded_numel());
+    const double psi_b = padded * 8.0;
+    const auto before = comm::Ledger::instance().snapshot();
+    e.agg->sync(1.0);
+    const auto d = comm::Ledger::instance().snapshot() - before;
+    const double inter_group = d.at(comm::Tier::InterGroup, comm::Traffic::Data).bus_bytes;
+    EXPECT_NEAR(inter_group, 2.0 * (G - 1) / G * psi_b / S, 1e-6) << c.name;
+    // Averaging whole shards on every replica (the paper's code) would send R times more across groups.
+    const double whole_shards = 2.0 * (G - 1) / G * psi_b / H;
+    EXPECT_NEAR(inter_group * R, whole_shards, 1e-6) << c.name;
+    const double replica_gather = d.by_comm.count("replica") ? d.by_comm.at("replica").bus_bytes : 0.0;
+    EXPECT_NEAR(replica_gather, (R - 1) / R * psi_b / H, 1e-6) << c.name;
+    // Control: the weight total, one double over `cross`.
+    EXPECT_NEAR(d.at(comm::Tier::InterGroup, comm::Traffic::Control).bus_bytes, 2.0 * (G - 1) / G * 8.0, 1e-9);
+  }
+}
+
+TEST(Federation, SameGroupsGiveTheSameModelWhateverTheInnerSharding) {
+  const auto cfg = reference::tiny_config();
+  std::vector<std::map<std::string, at::Tensor>> results;
+  const auto cases = fl_cases();
+  for (const auto& c : cases) {
+    fixture::Engine e(cfg, {c.group_size, c.shard_size, 0}, f64(), "adamw", /*federated=*/true);
+    for (int s = 1; s <= 6; ++s) {
+      auto batch = reference::synthetic_batch(s, 2 * world_size(), 10, cfg.vocab_size);
+      e.step(batch, world_rank() * 2, 2, 1e-2, 0.5, e.topo->group());
+      if (s % 3 == 0) e.agg->sync(1.0);
+    }
+    results.push_back(e.sharded->full_parameters());
+  }
+  for (size_t i = 1; i < results.size(); ++i)
+    EXPECT_LE(fixture::max_abs_diff(results[i], results[0]), 1e-9) << cases[i].name << " vs " << cases[0].name;
+}
