@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "cli/startup.h"
 #include "comm/mpi_runtime.h"
+#include "comm/tier.h"
 #include "train/config.h"
 #include "train/trainer.h"
 #include "util/error.h"
@@ -45,6 +46,7 @@ Command add_train(CLI::App& app) {
     std::string config;
     std::map<std::string, std::string> named;
     std::vector<std::string> sets;
+    std::vector<std::string> links;
   };
   auto args = std::make_shared<Args>();
   Command c;
@@ -56,6 +58,9 @@ Command add_train(CLI::App& app) {
     c.app->add_option(flag, args->named[flag], help + " [" + key + "]")
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   c.app->add_option("--set", args->sets, "KEY=VALUE for any configuration key (repeatable)");
+  c.app->add_option("--link", args->links,
+                    "TIER=BANDWIDTH,LATENCY: emulate a network tier (node, inter-node, inter-group), e.g. "
+                    "--link inter-group=1Gbit/s,500us (repeatable)");
   std::string keys = "\nConfiguration keys (file sections / --set):\n";
   for (const auto& [key, help] : train::config_keys()) keys += "  " + key + ": " + help + "\n";
   c.app->footer(keys);
@@ -68,6 +73,12 @@ Command add_train(CLI::App& app) {
       const auto eq = s.find('=');
       FS_CHECK(eq != std::string::npos && eq > 0, "--set expects KEY=VALUE, got '", s, "'");
       overrides.push_back({s.substr(0, eq), s.substr(eq + 1), "--set " + s.substr(0, eq)});
+    }
+    for (const auto& l : args->links) {
+      const auto eq = l.find('=');
+      FS_CHECK(eq != std::string::npos && eq > 0, "--link expects TIER=BANDWIDTH,LATENCY, got '", l, "'");
+      const auto tier = comm::parse_tier(l.substr(0, eq));
+      overrides.push_back({std::string("network.") + comm::tier_metric_key(tier), l.substr(eq + 1), "--link"});
     }
     auto& mpi = comm::MpiRuntime::get();
     train::TrainSetup setup;

@@ -16,5 +16,6 @@ struct Command {
 Command add_info(CLI::App& app);
 Command add_prepare(CLI::App& app);
 Command add_train(CLI::App& app);
+Command add_plan(CLI::App& app);
 
 }  // namespace fedshard::cli

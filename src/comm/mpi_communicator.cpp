@@ -5,6 +5,7 @@
 #include <chrono>
 #include <thread>
 
+#include "comm/link_emulation.h"
 #include "comm/mpi_runtime.h"
 #include "util/error.h"
 
@@ -117,13 +118,16 @@ WorkHandle MpiCommunicator::launch(Collective c, const at::Tensor& t, double ful
       start(&req);
       wait_request(&req);
       finish();
+      const auto t1 = Work::Clock::now();
+      const auto release = LinkEmulator::instance().release_time(tier, c, full_bytes, p, t0, t1);
       Tally tally;
       tally.bus_bytes = ring_bus_bytes(c, full_bytes, p);
       tally.payload_bytes = full_bytes;
       tally.calls = 1;
-      tally.seconds = std::chrono::duration<double>(Work::Clock::now() - t0).count();
+      tally.seconds = std::chrono::duration<double>(t1 - t0).count();
+      tally.emulated_seconds = std::chrono::duration<double>(release - t1).count();
       Ledger::instance().record(comm_name, tier, k, tally);
-      work->finish();
+      work->finish(release);
     } catch (...) {
       work->fail(std::current_exception());
     }

@@ -7,6 +7,7 @@
 #include <functional>
 #include <sstream>
 
+#include "comm/link_emulation.h"
 #include "util/error.h"
 
 namespace fedshard::train {
@@ -97,7 +98,11 @@ const std::vector<Binding>& bindings() {
       key_binding("federation.outer_lr", &TrainConfig::outer_lr, "outer learning rate (nesterov)"),
       key_binding("federation.outer_momentum", &TrainConfig::outer_momentum, "outer momentum (nesterov)"),
       key_binding("federation.inner_state", &TrainConfig::inner_state, "inner optimizer state after a sync: keep | average | reset"),
+      key_binding("federation.eval_after_sync", &TrainConfig::eval_after_sync, "evaluate the global model after every aggregation"),
       key_binding("federation.eval_group_model", &TrainConfig::eval_group_model, "also evaluate group 0's local model before each aggregation"),
+      key_binding("network.node", &TrainConfig::link_node, "emulated link of the node tier: BANDWIDTH,LATENCY (e.g. 100Gbit/s,2us)"),
+      key_binding("network.inter_node", &TrainConfig::link_inter_node, "emulated link between nodes of a group"),
+      key_binding("network.inter_group", &TrainConfig::link_inter_group, "emulated link between federation groups"),
       key_binding("eval.every", &TrainConfig::eval_every, "steps between evaluations; 0 = only at the end"),
       key_binding("eval.windows", &TrainConfig::eval_windows, "validation windows per evaluation; 0 = all"),
       key_binding("train.steps", &TrainConfig::steps, "optimizer steps"),
@@ -156,6 +161,8 @@ void validate(const TrainConfig& c) {
   FS_CHECK(c.log_every > 0, "train.log_every must be positive");
   FS_CHECK(c.peak_flops >= 0, "train.peak_flops must not be negative");
   FS_CHECK(!c.out.empty(), "train.out must not be empty");
+  for (const auto* link : {&c.link_node, &c.link_inter_node, &c.link_inter_group})
+    if (!link->empty()) comm::parse_link_spec(*link);
 }
 
 }  // namespace

@@ -48,7 +48,12 @@ struct TrainConfig {
   double outer_lr = 1.0;
   double outer_momentum = 0.9;
   std::string inner_state = "keep";  // keep | average | reset
+  bool eval_after_sync = true;       // evaluate the global model after every aggregation
   bool eval_group_model = false;     // also evaluate group 0's local model before each aggregation
+  // [network] link emulation per tier: "BANDWIDTH,LATENCY" (e.g. "1Gbit/s,500us"); empty = real network
+  std::string link_node;
+  std::string link_inter_node;
+  std::string link_inter_group;
   // [eval]
   int64_t eval_every = 50;     // 0: only at the end
   int64_t eval_windows = 256;  // validation windows per evaluation; 0: all

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "comm/ledger.h"
+#include "comm/link_emulation.h"
 #include "comm/mpi_runtime.h"
 #include "data/manifest.h"
 #include "train/evaluator.h"
@@ -51,6 +52,15 @@ double measure_matmul_flops() {
   for (int i = 0; i < reps; ++i) at::mm(a, b);
   const double s = std::chrono::duration<double>(Clock::now() - t0).count();
   return 2.0 * n * n * n * reps / s;
+}
+
+// Seconds collectives spent really running (emulated=false) or held back by link emulation (true).
+double comm_seconds(const comm::LedgerSnapshot& d, bool emulated) {
+  double s = 0;
+  for (comm::Tier t : comm::kTiers)
+    for (comm::Traffic k : {comm::Traffic::Data, comm::Traffic::Control})
+      s += emulated ? d.at(t, k).emulated_seconds : d.at(t, k).seconds;
+  return s;
 }
 
 double peak_rss_mb() {
@@ -104,6 +114,11 @@ Trainer::Trainer(TrainSetup setup) : s_(std::move(setup)) {
                                       : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
                                                         mpi.ranks_on_this_host());
   at::set_num_threads(threads);
+  const std::pair<comm::Tier, const std::string*> links[] = {{comm::Tier::Node, &cfg.link_node},
+                                                             {comm::Tier::InterNode, &cfg.link_inter_node},
+                                                             {comm::Tier::InterGroup, &cfg.link_inter_group}};
+  for (const auto& [tier, spec] : links)
+    if (!spec->empty()) comm::LinkEmulator::instance().set(tier, comm::parse_link_spec(*spec));
   topo_ = std::make_unique<comm::Topology>(s_.topology);
   const auto& layout = topo_->layout();
 
@@ -242,7 +257,9 @@ void Trainer::log_step(const StepResult& r) {
                   {"time_s",
                    {{"total", r.seconds},
                     {"compute", r.seconds - r.comm.exposed_wait_seconds},
-                    {"comm_exposed", r.comm.exposed_wait_seconds}}},
+                    {"comm_exposed", r.comm.exposed_wait_seconds},
+                    {"comm_real", comm_seconds(r.comm, false)},
+                    {"comm_emulated_hold", comm_seconds(r.comm, true)}}},
                   {"bytes", bytes},
                   {"tok_per_s", tok_per_s},
                   {"mfu", mfu},
@@ -265,6 +282,13 @@ void Trainer::log_eval(int64_t step, const std::string& model_kind, comm::Commun
                   {"model", model_kind}});
 }
 
+nlohmann::json Trainer::link_summary() const {
+  nlohmann::json j = nullptr;
+  for (comm::Tier t : comm::kTiers)
+    if (auto l = comm::LinkEmulator::instance().link(t)) j[comm::tier_metric_key(t)] = comm::describe(*l);
+  return j;
+}
+
 TrainSummary Trainer::run() {
   const auto& cfg = s_.cfg;
   const bool rank0 = topo_->world_rank() == 0;
@@ -280,7 +304,8 @@ TrainSummary Trainer::run() {
     }
     if (step % cfg.log_every == 0 || step == cfg.steps) log_step(r);
     // Under federation only an aggregation produces the global model: a due evaluation waits for the next.
-    eval_due = eval_due || step == cfg.steps || (cfg.eval_every > 0 && step % cfg.eval_every == 0);
+    eval_due = eval_due || step == cfg.steps || (cfg.eval_every > 0 && step % cfg.eval_every == 0) ||
+               (r.aggregated && cfg.eval_after_sync);
     if (eval_due && (!aggregator_ || r.aggregated)) {
       log_eval(step, "global", topo_->world());
       eval_due = false;
@@ -328,7 +353,8 @@ TrainSummary Trainer::run() {
                     {"comm_exposed_s", comm_total.exposed_wait_seconds},
                     {"peak_rss_mb", rss_v},
                     {"peak_rss_mb_max", *std::max_element(rss_v.begin(), rss_v.end())},
-                    {"peak_flops_per_rank", peak_flops_}});
+                    {"peak_flops_per_rank", peak_flops_},
+                    {"link_emulation", link_summary()}});
   }
   return summary;
 }

@@ -54,6 +54,7 @@ class Trainer {
   void log_step(const StepResult& r);
   // Evaluates over `comm` (the world for the global model, the group for a group's local model); rank 0 logs.
   void log_eval(int64_t step, const std::string& model_kind, comm::Communicator& comm);
+  nlohmann::json link_summary() const;  // null without link emulation
 
   TrainSetup s_;
   std::unique_ptr<comm::Topology> topo_;

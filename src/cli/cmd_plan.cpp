@@ -1,0 +1,209 @@
+// `fedshard plan`: predicted bytes, times and throughput of each strategy for a cluster (src/plan).
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "cli/commands.h"
+#include "plan/cost_model.h"
+#include "util/error.h"
+
+namespace fedshard::cli {
+
+namespace {
+
+struct PlanArgs {
+  bool paper = false;
+  std::string cluster;
+  int nodes = 0;
+  int ranks_per_node = 0;
+  std::string model = "llama3.1-8b";
+  int64_t params = 0;
+  std::vector<std::string> strategies;
+  int group_size = 0, shard_size = 0, sync_every = 8;
+  int64_t batch = 2, seq = 2048;
+  std::vector<std::string> links;
+  double flops = 0, mfu = 0, compute_seconds = 0, memory_gb = -1;
+  std::string overlap = "on";
+  int bytes = 2, master_bytes = 0;
+  bool reshard_after_forward = true;
+  std::string activation_checkpointing = "auto";
+  bool json = false;
+};
+
+std::vector<plan::StrategySpec> default_specs(const PlanArgs& a, int world, int rpn) {
+  // The paper's comparison: FL+FSDP groups of one node, FL+HSDP groups of 8 nodes sharded per node.
+  const int fl_hsdp_group = std::min(world, 8 * rpn);
+  std::vector<std::string> names = {"ddp", "fsdp", "hsdp:H=" + std::to_string(rpn),
+                                    "fl-fsdp:S=" + std::to_string(rpn),
+                                    "fl-hsdp:S=" + std::to_string(fl_hsdp_group) + ",H=" + std::to_string(rpn)};
+  std::vector<plan::StrategySpec> specs;
+  for (const auto& n : names) specs.push_back(plan::parse_strategy_spec(n, a.sync_every));
+  return specs;
+}
+
+double gb(double bytes) { return bytes / 1e9; }
+
+void print_table(const plan::Cluster& c, const plan::Workload& w, const std::vector<plan::StrategyPlan>& plans) {
+  const int64_t params = w.params_override > 0 ? w.params_override : w.model.param_count();
+  std::printf("model %s, %s parameters; cluster %s: %d nodes x %d ranks = %d ranks\n",
+              w.params_override > 0 ? "(parameter count)" : w.model.name.c_str(), model::with_commas(params).c_str(),
+              c.name.c_str(), c.nodes, c.ranks_per_node, c.world());
+  std::printf("per rank per step: %lld x %lld tokens; %d B/element gathered, %d B reduced/aggregated; overlap %s\n",
+              static_cast<long long>(w.batch_per_rank), static_cast<long long>(w.seq_len), w.param_bytes,
+              w.master_bytes, w.overlap ? "on" : "off");
+  for (comm::Tier t : comm::kTiers) {
+    const auto& l = c.links[static_cast<int>(t)];
+    std::printf("link %-11s %s\n", comm::tier_name(t), comm::describe(l).c_str());
+  }
+  if (w.compute_seconds > 0)
+    std::printf("compute: %.4g s per step (measured)\n", w.compute_seconds);
+  else
+    std::printf("compute: peak %.4g TFLOP/s per rank at MFU %.2f\n", c.peak_flops_per_rank / 1e12, c.mfu);
+  std::printf("\n%-26s %-10s %11s %11s %11s %11s %9s %9s %9s %12s %8s %9s\n", "strategy", "G x S, H", "node GB",
+              "inter-node", "inter-grp", "i-grp/round", "comm s", "compute s", "step s", "tokens/s", "vs fsdp",
+              "state GB");
+  for (const auto& p : plans) {
+    char layout[32];
+    std::snprintf(layout, sizeof layout, "%dx%d,%d", p.layout.groups(), p.layout.group_size, p.layout.shard_size);
+    std::printf("%-26s %-10s %11.4g %11.4g %11.4g %11.4g %9.4g %9.4g %9.4g %12.5g %8.3f %9.3g%s\n",
+                p.spec.label().c_str(), layout, gb(p.bytes_per_step[0]), gb(p.bytes_per_step[1]),
+                gb(p.bytes_per_step[2]), gb(p.bytes_per_round[2]), p.step_comm_seconds + p.round_comm_seconds / p.spec.sync_every,
+                p.compute_seconds, p.step_seconds, p.tokens_per_second, p.speedup_vs_fsdp,
+                gb(p.state_bytes_per_rank), p.fits_memory ? "" : "  (exceeds memory)");
+  }
+  std::printf("\nbytes: sent per rank per step, aggregation amortized over K; i-grp/round: one aggregation\n");
+  for (const auto& s : c.sources) std::printf("source: %s\n", s.c_str());
+}
+
+nlohmann::json to_json(const plan::Cluster& c, const plan::Workload& w, const std::vector<plan::StrategyPlan>& plans) {
+  nlohmann::json j;
+  j["cluster"] = {{"name", c.name}, {"nodes", c.nodes}, {"ranks_per_node", c.ranks_per_node},
+                  {"peak_flops_per_rank", c.peak_flops_per_rank}, {"mfu", c.mfu}, {"sources", c.sources}};
+  for (comm::Tier t : comm::kTiers) {
+    const auto& l = c.links[static_cast<int>(t)];
+    j["cluster"]["links"][comm::tier_metric_key(t)] = {{"bandwidth_bytes_per_s", l.bandwidth_bytes_per_s},
+                                                       {"latency_s", l.latency_s}};
+  }
+  j["workload"] = {{"model", w.params_override > 0 ? "params" : w.model.name},
+                   {"params", w.params_override > 0 ? w.params_override : w.model.param_count()},
+                   {"batch_per_rank", w.batch_per_rank}, {"seq_len", w.seq_len}, {"param_bytes", w.param_bytes},
+                   {"master_bytes", w.master_bytes}, {"overlap", w.overlap}};
+  for (const auto& p : plans) {
+    nlohmann::json e;
+    e["strategy"] = p.spec.strategy.name();
+    e["label"] = p.spec.label();
+    e["groups"] = p.layout.groups();
+    e["group_size"] = p.layout.group_size;
+    e["shard_size"] = p.layout.shard_size;
+    e["sync_every"] = p.spec.sync_every;
+    for (comm::Tier t : comm::kTiers) {
+      const int i = static_cast<int>(t);
+      e["bytes_per_step"][comm::tier_metric_key(t)] = p.bytes_per_step[i];
+      e["bytes_per_round"][comm::tier_metric_key(t)] = p.bytes_per_round[i];
+      e["comm_seconds_per_step"][comm::tier_metric_key(t)] = p.comm_seconds_per_step[i];
+    }
+    e["compute_s"] = p.compute_seconds;
+    e["step_comm_s"] = p.step_comm_seconds;
+    e["round_comm_s"] = p.round_comm_seconds;
+    e["step_s"] = p.step_seconds;
+    e["tokens_per_s"] = p.tokens_per_second;
+    e["speedup_vs_fsdp"] = p.speedup_vs_fsdp;
+    e["state_bytes_per_rank"] = p.state_bytes_per_rank;
+    e["fits_memory"] = p.fits_memory;
+    j["plans"].push_back(e);
+  }
+  return j;
+}
+
+}  // namespace
+
+Command add_plan(CLI::App& app) {
+  auto a = std::make_shared<PlanArgs>();
+  Command c;
+  c.app = app.add_subcommand("plan", "Predict bytes, time and throughput per strategy with the alpha-beta cost model");
+  auto* sub = c.app;
+  sub->add_flag("--paper", a->paper,
+                "the paper's setup: llama3.1-8b on 128 Leonardo nodes (512 A100), 2 x 2048 tokens per GPU, bf16, K=8");
+  sub->add_option("--cluster", a->cluster, "cluster preset: leonardo");
+  sub->add_option("--nodes", a->nodes, "nodes")->check(CLI::PositiveNumber);
+  sub->add_option("--ranks-per-node", a->ranks_per_node, "ranks (GPUs) per node")->check(CLI::PositiveNumber);
+  sub->add_option("--model", a->model, "model preset")->capture_default_str();
+  sub->add_option("--params", a->params, "bare parameter count instead of a preset (priced as one unit)");
+  sub->add_option("--strategy", a->strategies,
+                  "NAME[:S=..,H=..,K=..] (repeatable); default: ddp, fsdp, hsdp, fl-fsdp, fl-hsdp with node-sized "
+                  "shards and groups");
+  sub->add_option("--group-size", a->group_size, "S for fl-* strategies given without S");
+  sub->add_option("--shard-size", a->shard_size, "H for hsdp strategies given without H");
+  sub->add_option("--sync-every", a->sync_every, "K for fl-* strategies given without K")->capture_default_str();
+  sub->add_option("--batch", a->batch, "sequences per rank per step")->capture_default_str();
+  sub->add_option("--seq", a->seq, "tokens per sequence")->capture_default_str();
+  sub->add_option("--link", a->links, "TIER=BANDWIDTH,LATENCY, e.g. inter-group=1Gbit/s,500us (repeatable)");
+  sub->add_option("--flops", a->flops, "peak FLOP/s per rank");
+  sub->add_option("--mfu", a->mfu, "achieved fraction of peak (default 0.4)");
+  sub->add_option("--compute-seconds", a->compute_seconds, "measured compute time per step (replaces --flops)");
+  sub->add_option("--memory-gb", a->memory_gb, "device memory per rank, GB (flags strategies that do not fit)");
+  sub->add_option("--overlap", a->overlap, "on: per-step collectives hide behind compute; off: they add")
+      ->check(CLI::IsMember({"on", "off"}));
+  sub->add_option("--bytes-per-element", a->bytes, "bytes per gathered element (2 = bf16)")->capture_default_str();
+  sub->add_option("--master-bytes", a->master_bytes, "bytes per reduced/aggregated element (default: same)");
+  sub->add_option("--reshard-after-forward", a->reshard_after_forward, "true: 2 gathers per unit per step");
+  sub->add_option("--activation-checkpointing", a->activation_checkpointing, "auto | on | off")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
+  sub->add_flag("--json", a->json, "print JSON instead of the table");
+
+  c.run = [a] {
+    plan::Cluster cluster;
+    if (a->paper || !a->cluster.empty()) cluster = plan::cluster_preset(a->cluster.empty() ? "leonardo" : a->cluster,
+                                                                        a->nodes > 0 ? a->nodes : 128);
+    if (a->nodes > 0) cluster.nodes = a->nodes;
+    if (a->ranks_per_node > 0) cluster.ranks_per_node = a->ranks_per_node;
+    if (a->flops > 0) cluster.peak_flops_per_rank = a->flops;
+    if (a->mfu > 0) cluster.mfu = a->mfu;
+    if (a->memory_gb >= 0) cluster.memory_bytes_per_rank = a->memory_gb * 1e9;
+    for (const auto& l : a->links) {
+      const auto eq = l.find('=');
+      FS_CHECK(eq != std::string::npos, "--link expects TIER=BANDWIDTH,LATENCY, got '", l, "'");
+      cluster.links[static_cast<int>(comm::parse_tier(l.substr(0, eq)))] = comm::parse_link_spec(l.substr(eq + 1));
+    }
+    plan::Workload w;
+    if (a->params > 0)
+      w.params_override = a->params;
+    else
+      w.model = model::preset(a->model);
+    FS_CHECK(w.params_override > 0 || w.model.vocab_size > 0, "model ", a->model,
+             " takes its vocabulary from the data: use --params or a llama preset");
+    FS_CHECK(a->batch > 0 && a->seq > 0, "--batch and --seq must be positive");
+    FS_CHECK(a->bytes > 0, "--bytes-per-element must be positive");
+    w.batch_per_rank = a->batch;
+    w.seq_len = a->seq;
+    w.param_bytes = a->bytes;
+    w.master_bytes = a->master_bytes > 0 ? a->master_bytes : a->bytes;
+    w.compute_seconds = a->compute_seconds;
+    w.overlap = a->overlap == "on";
+    w.reshard_after_forward = a->reshard_after_forward;
+    w.activation_checkpointing = a->activation_checkpointing;
+
+    std::vector<plan::StrategySpec> specs;
+    if (a->strategies.empty() || (a->strategies.size() == 1 && a->strategies[0] == "all")) {
+      specs = default_specs(*a, cluster.world(), cluster.ranks_per_node);
+    } else {
+      for (const auto& s : a->strategies) {
+        auto spec = plan::parse_strategy_spec(s, a->sync_every);
+        if (spec.group_size == 0 && spec.strategy.federated) spec.group_size = a->group_size;
+        if (spec.shard_size == 0 && spec.strategy.inner == parallel::InnerSharding::Hsdp) spec.shard_size = a->shard_size;
+        specs.push_back(spec);
+      }
+    }
+    const auto plans = plan::plan_all(cluster, w, specs);
+    if (a->json)
+      std::cout << to_json(cluster, w, plans).dump(2) << std::endl;
+    else
+      print_table(cluster, w, plans);
+    return 0;
+  };
+  return c;
+}
+
+}  // namespace fedshard::cli

@@ -1,0 +1,215 @@
+#include "plan/cost_model.h"
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+
+#include "util/error.h"
+
+namespace fedshard::plan {
+
+std::string StrategySpec::label() const {
+  std::ostringstream os;
+  os << strategy.name();
+  if (strategy.federated) os << " S=" << group_size;
+  if (strategy.inner == parallel::InnerSharding::Hsdp) os << " H=" << shard_size;
+  if (strategy.federated) os << " K=" << sync_every;
+  return os.str();
+}
+
+StrategySpec parse_strategy_spec(const std::string& text, int default_sync_every) {
+  StrategySpec s;
+  s.sync_every = default_sync_every;
+  const auto colon = text.find(':');
+  s.strategy = parallel::parse_strategy(text.substr(0, colon));
+  if (colon == std::string::npos) return s;
+  std::stringstream ss(text.substr(colon + 1));
+  for (std::string item; std::getline(ss, item, ',');) {
+    const auto eq = item.find('=');
+    FS_CHECK(eq != std::string::npos, "strategy '", text, "': expected KEY=VALUE after ':', got '", item, "'");
+    const std::string key = item.substr(0, eq);
+    int value = 0;
+    try {
+      value = std::stoi(item.substr(eq + 1));
+    } catch (const std::exception&) {
+      throw Error(cat("strategy '", text, "': ", key, " must be an integer"));
+    }
+    FS_CHECK(value > 0, "strategy '", text, "': ", key, " must be positive");
+    if (key == "S")
+      s.group_size = value;
+    else if (key == "H")
+      s.shard_size = value;
+    else if (key == "K")
+      s.sync_every = value;
+    else
+      throw Error(cat("strategy '", text, "': unknown parameter '", key, "' (S, H or K)"));
+  }
+  return s;
+}
+
+Cluster cluster_preset(const std::string& name, int nodes) {
+  FS_CHECK(name == "leonardo", "unknown cluster preset '", name, "' (known: leonardo)");
+  Cluster c;
+  c.name = "leonardo";
+  c.nodes = nodes;
+  c.ranks_per_node = 4;
+  // NVLink 3 between the 4 A100s of a node: 600 GB/s bidirectional per GPU, i.e. 300 GB/s each way.
+  c.links[static_cast<int>(comm::Tier::Node)] = {300e9, 5e-6};
+  // 2 dual-port HDR NICs per node, 400 Gbit/s aggregated: 100 Gbit/s = 12.5 GB/s per GPU.
+  c.links[static_cast<int>(comm::Tier::InterNode)] = {12.5e9, 10e-6};
+  // Groups are nodes (or sets of nodes) on the same HDR Dragonfly+ fabric.
+  c.links[static_cast<int>(comm::Tier::InterGroup)] = {12.5e9, 10e-6};
+  c.peak_flops_per_rank = 312e12;  // A100 dense BF16 tensor-core peak
+  c.mfu = 0.4;
+  c.memory_bytes_per_rank = 64e9;
+  c.sources = {
+      "4x A100 SXM4 64 GB + 2x dual-port HDR (400 Gbit/s aggregated) per Booster node: "
+      "https://leonardo-supercomputer.cineca.eu/hpc-system",
+      "NVLink 3: 600 GB/s total per A100 (NVIDIA A100 datasheet); 300 GB/s per direction used here",
+      "A100 BF16 dense peak 312 TFLOP/s (NVIDIA A100 datasheet)",
+      "latencies (5 us NVLink, 10 us HDR per ring step) and MFU 0.4 are assumptions, not measurements",
+  };
+  return c;
+}
+
+std::vector<int64_t> unit_params(const Workload& w) {
+  if (w.params_override > 0) return {w.params_override};
+  const auto& m = w.model;
+  std::vector<int64_t> units;
+  // Tied embeddings put the head's norm into the embedding's unit (one FlatParam, two call sites).
+  units.push_back(m.embedding_params() + (m.tie_embeddings ? m.dim : 0));
+  for (int64_t i = 0; i < m.n_layers; ++i) units.push_back(m.params_per_block());
+  if (!m.tie_embeddings) units.push_back(m.head_params());
+  return units;
+}
+
+namespace {
+
+// Tier of the communicator rank 0 belongs to, from its members' nodes and groups (as comm::Topology does).
+comm::Tier tier_of(const std::vector<int>& members, int rpn, int group_size) {
+  std::set<int> nodes, groups;
+  for (int r : members) {
+    nodes.insert(r / rpn);
+    groups.insert(r / group_size);
+  }
+  return groups.size() > 1 ? comm::Tier::InterGroup : nodes.size() > 1 ? comm::Tier::InterNode : comm::Tier::Node;
+}
+
+std::vector<int> strided(int count, int stride) {
+  std::vector<int> v(count);
+  for (int i = 0; i < count; ++i) v[i] = i * stride;
+  return v;
+}
+
+}  // namespace
+
+StrategyPlan plan_strategy(const Cluster& cluster, const Workload& w, const StrategySpec& s) {
+  StrategyPlan p;
+  p.spec = s;
+  const int world = cluster.world();
+  const auto spec = parallel::topology_spec(s.strategy, world, s.group_size, s.shard_size, cluster.ranks_per_node);
+  p.layout = comm::Layout::resolve(world, spec);
+  const auto& l = p.layout;
+  const int S = l.group_size, H = l.shard_size, R = l.replicas(), G = l.groups();
+  p.spec.group_size = S;
+  p.spec.shard_size = H;
+  const int rpn = cluster.ranks_per_node;
+  struct Comm {
+    std::string name;
+    int size;
+    comm::Tier tier;
+  };
+  const Comm shard{"shard", H, tier_of(strided(H, 1), rpn, S)};
+  const Comm replica{"replica", R, tier_of(strided(R, H), rpn, S)};
+  const Comm group{"group", S, tier_of(strided(S, 1), rpn, S)};
+  const Comm cross{"cross", G, tier_of(strided(G, S), rpn, S)};
+
+  auto add = [&](const Comm& c, comm::Collective kind, double bytes, int count, bool per_round, bool control) {
+    if (c.size <= 1 || count == 0) return;
+    CollectiveCost cc;
+    cc.comm = c.name;
+    cc.tier = c.tier;
+    cc.kind = kind;
+    cc.full_bytes = bytes;
+    cc.ranks = c.size;
+    cc.count = count;
+    cc.per_round = per_round;
+    cc.control = control;
+    cc.seconds = cluster.links[static_cast<int>(c.tier)].seconds(kind, bytes, c.size);
+    p.collectives.push_back(cc);
+  };
+
+  const bool recompute = w.activation_checkpointing == "on" || (w.activation_checkpointing == "auto" && H > 1);
+  const auto units = unit_params(w);
+  const bool tied = w.params_override == 0 && w.model.tie_embeddings;
+  double padded_total = 0, largest = 0;
+  for (size_t u = 0; u < units.size(); ++u) {
+    const double padded = static_cast<double>((units[u] + S - 1) / S * S);
+    padded_total += padded;
+    largest = std::max(largest, padded);
+    const int call_sites = (tied && u == 0) ? 2 : 1;
+    // Mirrors ShardedUnit: a second gather in backward only when the unit was freed after forward.
+    const int gathers = recompute && w.reshard_after_forward && call_sites == 1 ? 2 : 1;
+    add(shard, comm::Collective::AllGather, padded * w.param_bytes, gathers, false, false);
+    add(shard, comm::Collective::ReduceScatter, padded * w.master_bytes, 1, false, false);
+    add(replica, comm::Collective::AllReduce, padded / H * w.master_bytes, 1, false, false);
+    if (s.strategy.federated) {
+      add(cross, comm::Collective::AllReduce, padded / S * w.master_bytes, 1, true, false);
+      add(replica, comm::Collective::AllGather, padded / H * w.master_bytes, 1, true, false);
+    }
+  }
+  add(shard, comm::Collective::AllReduce, 8, 1, false, true);  // global grad norm
+  add(group, comm::Collective::AllReduce, 8, 1, false, true);  // logged loss
+  if (s.strategy.federated) add(cross, comm::Collective::AllReduce, 8, 1, true, true);  // sync weights
+
+  const double k = s.strategy.federated ? s.sync_every : 1.0;
+  for (const auto& c : p.collectives) {
+    const int t = static_cast<int>(c.tier);
+    const double bytes = comm::ring_bus_bytes(c.kind, c.full_bytes, c.ranks) * c.count;
+    const double secs = c.seconds * c.count;
+    if (c.per_round) {
+      p.bytes_per_round[t] += bytes;
+      p.round_comm_seconds += secs;
+      p.bytes_per_step[t] += bytes / k;
+      p.comm_seconds_per_step[t] += secs / k;
+    } else {
+      p.bytes_per_step[t] += bytes;
+      p.step_comm_seconds += secs;
+      p.comm_seconds_per_step[t] += secs;
+    }
+  }
+
+  const double tokens_per_rank = static_cast<double>(w.batch_per_rank * w.seq_len);
+  if (w.compute_seconds > 0) {
+    p.compute_seconds = w.compute_seconds;
+  } else {
+    FS_CHECK(cluster.peak_flops_per_rank > 0 && cluster.mfu > 0,
+             "plan needs a compute rate: --flops (peak FLOP/s per rank) with --mfu, or --compute-seconds");
+    const double flops_per_token = w.params_override > 0 ? 2.0 * static_cast<double>(w.params_override)
+                                                         : w.model.forward_flops_per_token(w.seq_len);
+    p.compute_seconds = (recompute ? 4.0 : 3.0) * flops_per_token * tokens_per_rank /
+                        (cluster.peak_flops_per_rank * cluster.mfu);
+  }
+  // With overlap, per-step collectives run under compute (prefetched gathers, async reductions); an
+  // aggregation round has nothing to hide behind.
+  const double inner = w.overlap ? std::max(p.compute_seconds, p.step_comm_seconds)
+                                 : p.compute_seconds + p.step_comm_seconds;
+  p.step_seconds = inner + p.round_comm_seconds / k;
+  p.tokens_per_second = tokens_per_rank * world / p.step_seconds;
+  p.state_bytes_per_rank = 16.0 * padded_total / H + 2.0 * largest * w.param_bytes;
+  p.fits_memory = cluster.memory_bytes_per_rank <= 0 || p.state_bytes_per_rank <= cluster.memory_bytes_per_rank;
+  return p;
+}
+
+std::vector<StrategyPlan> plan_all(const Cluster& cluster, const Workload& w, const std::vector<StrategySpec>& specs) {
+  std::vector<StrategyPlan> out;
+  for (const auto& s : specs) out.push_back(plan_strategy(cluster, w, s));
+  double fsdp = 0;
+  for (const auto& p : out)
+    if (fsdp == 0 && !p.spec.strategy.federated && p.spec.strategy.inner == parallel::InnerSharding::Fsdp)
+      fsdp = p.tokens_per_second;
+  for (auto& p : out) p.speedup_vs_fsdp = fsdp > 0 ? p.tokens_per_second / fsdp : 0.0;
+  return out;
+}
+
+}  // namespace fedshard::plan

@@ -1,0 +1,95 @@
+// The analytic cost model behind `fedshard plan` (derivation in docs/cost-model.md). It enumerates, for one
+// rank, exactly the collectives the engine issues per step and per aggregation round (same units, same
+// padding, same control scalars), classifies each communicator into a tier from the rank layout, and prices
+// each with the alpha-beta ring formula of that tier. Bytes are therefore exact predictions of what the
+// communicators measure; times are as good as the alpha, beta and compute rate given.
+#pragma once
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "comm/link_emulation.h"
+#include "comm/topology.h"
+#include "model/config.h"
+#include "parallel/strategy.h"
+
+namespace fedshard::plan {
+
+struct StrategySpec {
+  parallel::Strategy strategy;
+  int group_size = 0;  // S (fl-*); 0: the world
+  int shard_size = 0;  // H (hsdp, fl-hsdp); 0: by strategy
+  int sync_every = 8;  // K (fl-*)
+  std::string label() const;
+};
+
+// "fl-hsdp:S=32,H=4,K=8" (the part after ':' optional). Throws fedshard::Error.
+StrategySpec parse_strategy_spec(const std::string& text, int default_sync_every);
+
+struct Cluster {
+  std::string name = "custom";
+  int nodes = 1;
+  int ranks_per_node = 1;
+  std::array<comm::LinkSpec, comm::kNumTiers> links{};  // node, inter-node, inter-group
+  double peak_flops_per_rank = 0;                        // dense, in the compute dtype
+  double mfu = 0.4;                                      // achieved fraction of peak for the step's FLOPs
+  double memory_bytes_per_rank = 0;                      // 0: unknown
+  std::vector<std::string> sources;                      // where each number comes from
+  int world() const { return nodes * ranks_per_node; }
+};
+
+// Named presets: "leonardo" (CINECA Leonardo Booster). Throws fedshard::Error on an unknown name.
+Cluster cluster_preset(const std::string& name, int nodes);
+
+struct Workload {
+  model::ModelConfig model;
+  int64_t params_override = 0;  // >0: a bare parameter count, priced as one unit
+  int64_t batch_per_rank = 2;   // sequences
+  int64_t seq_len = 2048;
+  int param_bytes = 2;   // bytes per element gathered (compute dtype)
+  int master_bytes = 2;  // bytes per element reduced and aggregated (master / reduction dtype)
+  double compute_seconds = 0;  // >0: measured compute time per step (replaces FLOPs / rate)
+  bool overlap = true;
+  bool reshard_after_forward = true;
+  std::string activation_checkpointing = "auto";  // auto | on | off
+};
+
+struct CollectiveCost {
+  std::string comm;  // world | group | shard | replica | cross
+  comm::Tier tier = comm::Tier::Node;
+  comm::Collective kind = comm::Collective::AllReduce;
+  double full_bytes = 0;
+  int ranks = 1;
+  int count = 1;          // times issued per step (per round for sync collectives)
+  bool per_round = false;  // issued at each aggregation (every K steps), not every step
+  bool control = false;
+  double seconds = 0;  // alpha-beta time of one issue
+};
+
+struct StrategyPlan {
+  StrategySpec spec;
+  comm::Layout layout;
+  std::vector<CollectiveCost> collectives;
+  std::array<double, comm::kNumTiers> bytes_per_step{};   // step collectives + rounds / K
+  std::array<double, comm::kNumTiers> bytes_per_round{};  // one aggregation round
+  std::array<double, comm::kNumTiers> comm_seconds_per_step{};  // likewise amortized
+  double compute_seconds = 0;
+  double step_comm_seconds = 0;   // collectives issued every step
+  double round_comm_seconds = 0;  // one aggregation round
+  double step_seconds = 0;
+  double tokens_per_second = 0;
+  double speedup_vs_fsdp = 0;
+  double state_bytes_per_rank = 0;  // fp32 master + grad + AdamW moments of this rank's shard
+  bool fits_memory = true;
+};
+
+StrategyPlan plan_strategy(const Cluster& cluster, const Workload& w, const StrategySpec& s);
+// Plans every spec and fills speedup_vs_fsdp (relative to the first fsdp entry, if any).
+std::vector<StrategyPlan> plan_all(const Cluster& cluster, const Workload& w, const std::vector<StrategySpec>& specs);
+
+// Parameter count of each unit as the engine shards it (embedding [+ tied head], blocks, head).
+std::vector<int64_t> unit_params(const Workload& w);
+
+}  // namespace fedshard::plan

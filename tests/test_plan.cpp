@@ -1,0 +1,144 @@
+// The cost model against hand-computed values: DESIGN.md's per-strategy byte formulas (with padding), the
+// alpha-beta times, the tier classification of the paper's layouts.
+#include <gtest/gtest.h>
+
+#include "plan/cost_model.h"
+#include "util/error.h"
+
+using namespace fedshard;
+using comm::Tier;
+
+namespace {
+
+plan::Cluster box(int nodes, int rpn) {
+  plan::Cluster c;
+  c.nodes = nodes;
+  c.ranks_per_node = rpn;
+  c.links[0] = {100e9, 2e-6};
+  c.links[1] = {10e9, 10e-6};
+  c.links[2] = {1e9, 500e-6};
+  c.peak_flops_per_rank = 1e12;
+  c.mfu = 0.5;
+  return c;
+}
+
+plan::Workload one_unit(int64_t params, int bytes = 2) {
+  plan::Workload w;
+  w.params_override = params;
+  w.param_bytes = w.master_bytes = bytes;
+  w.batch_per_rank = 1;
+  w.seq_len = 128;
+  return w;
+}
+
+// Data bytes only (the formulas leave out the 8-byte control scalars).
+std::array<double, 3> data_bytes(const plan::StrategyPlan& p, bool per_round) {
+  std::array<double, 3> b{};
+  for (const auto& c : p.collectives)
+    if (!c.control && c.per_round == per_round)
+      b[static_cast<int>(c.tier)] += comm::ring_bus_bytes(c.kind, c.full_bytes, c.ranks) * c.count;
+  return b;
+}
+
+plan::StrategyPlan run(const plan::Cluster& c, const plan::Workload& w, const std::string& spec) {
+  return plan::plan_strategy(c, w, plan::parse_strategy_spec(spec, 8));
+}
+
+}  // namespace
+
+TEST(CostModel, BytesFollowDesignFormulasWithPadding) {
+  const auto c = box(4, 4);  // N = 16
+  const int64_t psi = 1000003;  // not a multiple of anything: padding matters
+  const double b = 2;
+  auto padded = [&](int s) { return double((psi + s - 1) / s * s); };
+  const auto w = one_unit(psi);
+  {
+    const auto p = run(c, w, "ddp");
+    EXPECT_DOUBLE_EQ(data_bytes(p, false)[int(Tier::InterNode)], 2.0 * 15 / 16 * padded(16) * b);
+  }
+  {
+    const auto p = run(c, w, "fsdp");
+    EXPECT_DOUBLE_EQ(data_bytes(p, false)[int(Tier::InterNode)], 3.0 * 15 / 16 * padded(16) * b);
+  }
+  {
+    const auto p = run(c, w, "hsdp:H=4");  // shard within a node, 4 replicas across nodes
+    const double P = padded(16);
+    EXPECT_DOUBLE_EQ(data_bytes(p, false)[int(Tier::Node)], 3.0 * 3 / 4 * P * b);
+    EXPECT_DOUBLE_EQ(data_bytes(p, false)[int(Tier::InterNode)], 2.0 * 3 / 4 * P * b / 4);
+  }
+  {
+    const auto p = run(c, w, "fl-fsdp:S=4");  // 4 groups of one node
+    const double P = padded(4);
+    EXPECT_DOUBLE_EQ(data_bytes(p, false)[int(Tier::Node)], 3.0 * 3 / 4 * P * b);
+    EXPECT_DOUBLE_EQ(data_bytes(p, true)[int(Tier::InterGroup)], 2.0 * 3 / 4 * P * b / 4);
+    EXPECT_DOUBLE_EQ(p.bytes_per_step[int(Tier::InterGroup)], p.bytes_per_round[int(Tier::InterGroup)] / 8);
+  }
+  {
+    const auto p = run(c, w, "fl-hsdp:S=8,H=4");  // 2 groups of 2 nodes, shards within nodes
+    const double P = padded(8), G = 2, R = 2, H = 4, S = 8;
+    EXPECT_DOUBLE_EQ(data_bytes(p, false)[int(Tier::Node)], 3.0 * (H - 1) / H * P * b);
+    EXPECT_DOUBLE_EQ(data_bytes(p, false)[int(Tier::InterNode)], 2.0 * (R - 1) / R * P * b / H);
+    EXPECT_DOUBLE_EQ(data_bytes(p, true)[int(Tier::InterGroup)], 2.0 * (G - 1) / G * P * b / S);
+    EXPECT_DOUBLE_EQ(data_bytes(p, true)[int(Tier::InterNode)], (R - 1) / R * P * b / H);
+  }
+  {
+    plan::Workload keep = w;
+    keep.reshard_after_forward = false;  // DESIGN: replace 3 by 2
+    const auto p = run(c, keep, "fsdp");
+    EXPECT_DOUBLE_EQ(data_bytes(p, false)[int(Tier::InterNode)], 2.0 * 15 / 16 * padded(16) * b);
+  }
+}
+
+TEST(CostModel, AlphaBetaTimesAndStepTime) {
+  const auto c = box(1, 4);
+  const int64_t psi = 4000000;
+  auto w = one_unit(psi, 4);
+  w.compute_seconds = 0.010;
+  const auto p = run(c, w, "fsdp");
+  // Per step: 2 all-gathers + 1 reduce-scatter of 16 MB over 4 ranks on the node link (3 ring steps each),
+  // plus two 8-byte all-reduces (6 ring steps each).
+  const double one = 3 * 2e-6 + 0.75 * 16e6 / 100e9;
+  const double control = 2 * (6 * 2e-6 + 2 * 0.75 * 8 / 100e9);
+  EXPECT_NEAR(p.step_comm_seconds, 3 * one + control, 1e-12);
+  EXPECT_NEAR(p.step_seconds, std::max(0.010, 3 * one + control), 1e-12);
+  w.overlap = false;
+  EXPECT_NEAR(run(c, w, "fsdp").step_seconds, 0.010 + 3 * one + control, 1e-12);
+  // Compute from FLOPs: 4 passes (recompute) x 2 * params per token x 128 tokens / (1e12 * 0.5).
+  w.compute_seconds = 0;
+  EXPECT_NEAR(run(c, w, "fsdp").compute_seconds, 4 * 2.0 * psi * 128 / 0.5e12, 1e-12);
+  EXPECT_NEAR(run(c, w, "ddp").compute_seconds, 3 * 2.0 * psi * 128 / 0.5e12, 1e-12);
+}
+
+TEST(CostModel, PaperLayoutsSitOnTheRightTiers) {
+  const auto c = plan::cluster_preset("leonardo", 128);
+  plan::Workload w;
+  w.model = model::preset("llama3.1-8b");
+  auto tiers = [&](const std::string& spec) {
+    std::map<std::string, Tier> t;
+    for (const auto& col : run(c, w, spec).collectives) t[col.comm] = col.tier;
+    return t;
+  };
+  EXPECT_EQ(tiers("fsdp")["shard"], Tier::InterNode);
+  EXPECT_EQ(tiers("hsdp:H=4")["shard"], Tier::Node);
+  EXPECT_EQ(tiers("hsdp:H=4")["replica"], Tier::InterNode);
+  EXPECT_EQ(tiers("fl-fsdp:S=4")["shard"], Tier::Node);
+  EXPECT_EQ(tiers("fl-fsdp:S=4")["cross"], Tier::InterGroup);
+  EXPECT_EQ(tiers("fl-hsdp:S=32,H=4")["replica"], Tier::InterNode);
+  EXPECT_EQ(tiers("fl-hsdp:S=32,H=4")["cross"], Tier::InterGroup);
+  // 34 units (embedding, 32 blocks, head), Psi = 8,030,261,248.
+  EXPECT_EQ(plan::unit_params(w).size(), 34u);
+  int64_t sum = 0;
+  for (auto u : plan::unit_params(w)) sum += u;
+  EXPECT_EQ(sum, 8030261248LL);
+  // DDP's 16 bytes/parameter of state cannot fit a 64 GB A100; FSDP over 512 ranks can.
+  EXPECT_FALSE(run(c, w, "ddp").fits_memory);
+  EXPECT_TRUE(run(c, w, "fsdp").fits_memory);
+}
+
+TEST(CostModel, BadSpecsAreErrors) {
+  EXPECT_THROW(plan::parse_strategy_spec("fl-fsdp:S=x", 8), Error);
+  EXPECT_THROW(plan::parse_strategy_spec("fl-fsdp:Q=2", 8), Error);
+  EXPECT_THROW(plan::parse_strategy_spec("zero:S=2", 8), Error);
+  EXPECT_THROW(run(box(2, 2), one_unit(10), "fl-fsdp:S=3"), Error);
+  EXPECT_THROW(plan::cluster_preset("frontier", 1), Error);
+}

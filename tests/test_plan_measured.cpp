@@ -1,0 +1,103 @@
+// `fedshard plan`'s byte predictions against what the communicators measured in real training runs: every
+// step line's bytes per tier must equal the predicted bytes of a step (plus one aggregation round on
+// aggregation steps), to the byte.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "comm/mpi_runtime.h"
+#include "corpus_fixture.h"
+#include "plan/cost_model.h"
+#include "train/trainer.h"
+
+using namespace fedshard;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Case {
+  std::string strategy;
+  int group_size, shard_size;
+};
+
+void expect_plan_matches_run(const Case& c, const std::string& data, const fs::path& out) {
+  auto& mpi = comm::MpiRuntime::get();
+  const int rpn = 2;
+  train::TrainConfig cfg;
+  cfg.model = "tiny";
+  cfg.data_dir = data;
+  cfg.seq_len = 32;
+  cfg.batch_size = 2;
+  cfg.steps = 5;
+  cfg.sync_every = 2;
+  cfg.strategy = c.strategy;
+  cfg.group_size = c.group_size;
+  cfg.shard_size = c.shard_size;
+  cfg.ranks_per_node = rpn;
+  cfg.eval_every = 0;
+  cfg.eval_windows = 4;
+  cfg.threads = 1;
+  cfg.out = out.string();
+  {
+    train::Trainer t(train::prepare_training(cfg, mpi.world_size(), mpi.world_rank()));
+    t.run();
+  }
+  if (mpi.world_rank() != 0) return;
+
+  plan::Cluster cluster;
+  cluster.nodes = mpi.world_size() / rpn;
+  cluster.ranks_per_node = rpn;
+  plan::Workload w;
+  w.model = model::preset("tiny");
+  w.model.vocab_size = 258;
+  w.batch_per_rank = cfg.batch_size;
+  w.seq_len = cfg.seq_len;
+  w.param_bytes = w.master_bytes = 4;
+  w.compute_seconds = 1;
+  plan::StrategySpec spec;
+  spec.strategy = parallel::parse_strategy(c.strategy);
+  spec.group_size = c.group_size;
+  spec.shard_size = c.shard_size;
+  spec.sync_every = static_cast<int>(cfg.sync_every);
+  const auto p = plan::plan_strategy(cluster, w, spec);
+  std::array<double, 3> step{}, round{};
+  for (const auto& col : p.collectives)
+    (col.per_round ? round : step)[static_cast<int>(col.tier)] +=
+        comm::ring_bus_bytes(col.kind, col.full_bytes, col.ranks) * col.count;
+
+  std::ifstream in(out / "metrics.jsonl");
+  int checked = 0;
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j["type"] != "step") continue;
+    const bool agg = j["aggregated"].get<bool>();
+    for (comm::Tier t : comm::kTiers) {
+      const int i = static_cast<int>(t);
+      EXPECT_NEAR(j["bytes"][comm::tier_metric_key(t)].get<double>(), step[i] + (agg ? round[i] : 0.0), 1e-6)
+          << c.strategy << " step " << j["step"] << " tier " << comm::tier_name(t);
+    }
+    ++checked;
+  }
+  EXPECT_EQ(checked, 5);
+}
+
+}  // namespace
+
+TEST(PlanVsMeasured, BytesPerStepAndRoundAreExact) {
+  auto& mpi = comm::MpiRuntime::get();
+  const fs::path root = fs::temp_directory_path() / ("fedshard-planbytes-" + std::to_string(::getppid()));
+  if (mpi.world_rank() == 0) {
+    fs::remove_all(root);
+    fixture::license_corpus(root);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const int n = mpi.world_size();
+  std::vector<Case> cases = {{"ddp", 0, 0}, {"fsdp", 0, 0}, {"hsdp", 0, 2}, {"fl-fsdp", 2, 0}, {"fl-ddp", n / 2, 0}};
+  if (n >= 8) cases.push_back({"fl-hsdp", 4, 2});
+  for (const auto& c : cases) expect_plan_matches_run(c, (root / "corpus").string(), root / ("run-" + c.strategy));
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (mpi.world_rank() == 0) fs::remove_all(root);
+}
