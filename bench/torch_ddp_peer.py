@@ -77,7 +77,7 @@ class Llama(nn.Module):
         ang = torch.cat([ang, ang], dim=-1)
         self.register_buffer("cos", ang.cos().float()[:, None, :], persistent=False)
         self.register_buffer("sin", ang.sin().float()[:, None, :], persistent=False)
-        self.register_buffer("mask", torch.ones(seq, seq, dtype=torch.bool).triu(1), persistent=False)
+        self.mask = torch.ones(seq, seq, dtype=torch.bool).triu(1)  # not a buffer: Gloo cannot broadcast bool
 
     def forward(self, tokens):
         x = self.tok_embeddings(tokens)

@@ -20,6 +20,7 @@ struct PlanArgs {
   int ranks_per_node = 0;
   std::string model = "llama3.1-8b";
   int64_t params = 0;
+  int64_t vocab = 0;
   std::vector<std::string> strategies;
   int group_size = 0, shard_size = 0, sync_every = 8;
   int64_t batch = 2, seq = 2048;
@@ -131,6 +132,7 @@ Command add_plan(CLI::App& app) {
   sub->add_option("--ranks-per-node", a->ranks_per_node, "ranks (GPUs) per node")->check(CLI::PositiveNumber);
   sub->add_option("--model", a->model, "model preset")->capture_default_str();
   sub->add_option("--params", a->params, "bare parameter count instead of a preset (priced as one unit)");
+  sub->add_option("--vocab-size", a->vocab, "vocabulary size (needed by tiny/small, which take it from the data)");
   sub->add_option("--strategy", a->strategies,
                   "NAME[:S=..,H=..,K=..] (repeatable); default: ddp, fsdp, hsdp, fl-fsdp, fl-hsdp with node-sized "
                   "shards and groups");
@@ -172,8 +174,9 @@ Command add_plan(CLI::App& app) {
       w.params_override = a->params;
     else
       w.model = model::preset(a->model);
+    if (a->vocab > 0) w.model.vocab_size = a->vocab;
     FS_CHECK(w.params_override > 0 || w.model.vocab_size > 0, "model ", a->model,
-             " takes its vocabulary from the data: use --params or a llama preset");
+             " takes its vocabulary from the data: give --vocab-size (258 for the byte tokenizer)");
     FS_CHECK(a->batch > 0 && a->seq > 0, "--batch and --seq must be positive");
     FS_CHECK(a->bytes > 0, "--bytes-per-element must be positive");
     w.batch_per_rank = a->batch;

@@ -17,5 +17,6 @@ Command add_info(CLI::App& app);
 Command add_prepare(CLI::App& app);
 Command add_train(CLI::App& app);
 Command add_plan(CLI::App& app);
+Command add_report(CLI::App& app);
 
 }  // namespace fedshard::cli

@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
   CLI::App app{"fedshard: sharded (FSDP/HSDP) and federated (FL+FSDP/FL+HSDP) training of Llama-style models"};
   app.require_subcommand(1, 1);
   app.set_help_all_flag("--help-all", "Describe every subcommand and flag");
-  std::vector<cli::Command> commands = {cli::add_info(app), cli::add_prepare(app), cli::add_train(app), cli::add_plan(app)};
+  std::vector<cli::Command> commands = {cli::add_info(app), cli::add_prepare(app), cli::add_train(app), cli::add_plan(app), cli::add_report(app)};
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Issue 5's side-by-side: ddp, fsdp, hsdp, fl-fsdp and fl-hsdp on one config (8 ranks as 4 emulated nodes of 2,
+# `small` on Brown, identical hyperparameters and steps) under one emulated three-tier network, next to what
+# `fedshard plan` predicts for the same configuration. Compute per step is measured per strategy in a short
+# run without emulation (time_s.compute), so the comparison tests the network model, not a FLOP guess.
+# Prints the table and writes figures + report.md to docs/results/compare/.
+# Usage: bench/compare.sh [BUILD_DIR] [STEPS]
+set -euo pipefail
+build=${1:-build}
+steps=${2:-40}
+cd "$(dirname "$0")/.."
+[ -f data/brown/manifest.json ] || { echo "run make demo (or scripts/fetch-brown.sh + prepare-brown.sh) first" >&2; exit 1; }
+links=(node=10Gbit/s,20us inter-node=200Mbit/s,200us inter-group=50Mbit/s,2ms)
+common=(--config configs/demo.toml --batch-size 2 --threads 1 --ranks-per-node 2 --set eval.windows=64)
+declare -A spec=(
+  [ddp]="--strategy ddp"
+  [fsdp]="--strategy fsdp"
+  [hsdp]="--strategy hsdp --shard-size 2"
+  [fl-fsdp]="--strategy fl-fsdp --group-size 2 --sync-every 8"
+  [fl-hsdp]="--strategy fl-hsdp --group-size 4 --shard-size 2 --sync-every 8"
+)
+declare -A plan_spec=([ddp]=ddp [fsdp]=fsdp [hsdp]=hsdp:H=2 [fl-fsdp]=fl-fsdp:S=2,K=8 [fl-hsdp]=fl-hsdp:S=4,H=2,K=8)
+mpirun=(mpirun --oversubscribe --allow-run-as-root -np 8 "$build/fedshard" train)
+link_flags=()
+for l in "${links[@]}"; do link_flags+=(--link "$l"); done
+runs=()
+for s in ddp fsdp hsdp fl-fsdp fl-hsdp; do
+  echo "== $s: compute calibration" >&2
+  "${mpirun[@]}" "${common[@]}" ${spec[$s]} --steps 8 --eval-every 0 --out "runs/compare-cal-$s" >/dev/null 2>&1
+  compute=$(/usr/bin/python3 -c "
+import json, statistics
+s = [json.loads(l) for l in open('runs/compare-cal-$s/metrics.jsonl') if '\"type\":\"step\"' in l]
+print(statistics.median(x['time_s']['compute'] for x in s if x['step'] >= 3))")
+  echo "== $s: emulated network (compute $compute s/step)" >&2
+  out=runs/compare-$s
+  "${mpirun[@]}" "${common[@]}" ${spec[$s]} --steps "$steps" --eval-every 0 "${link_flags[@]}" --out "$out" >/dev/null 2>&1
+  "$build/fedshard" plan --nodes 4 --ranks-per-node 2 --model small --vocab-size 258 --strategy "${plan_spec[$s]}" \
+    --batch 2 --seq 256 --bytes-per-element 4 --compute-seconds "$compute" "${link_flags[@]}" --json \
+    > "$out/plan.json"
+  runs+=("$out")
+done
+"$build/fedshard" report "${runs[@]}" --out docs/results/compare | grep '^|'

@@ -1,0 +1,115 @@
+#include "report/run_data.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "util/error.h"
+
+namespace fedshard::report {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+std::string label_of(const nlohmann::json& config) {
+  if (!config.contains("resolved")) return "?";
+  const auto& r = config["resolved"];
+  std::ostringstream os;
+  const std::string strategy = r.value("strategy", "?");
+  os << strategy;
+  if (strategy.rfind("fl-", 0) == 0) os << " S=" << r.value("group_size", 0);
+  if (strategy.find("hsdp") != std::string::npos) os << " H=" << r.value("shard_size", 0);
+  if (strategy.rfind("fl-", 0) == 0) {
+    os << " K=" << config["parallel"].value("sync_every", 0);
+    os << " " << config["data"].value("partition", "iid");
+  }
+  return os.str();
+}
+
+// Only the steps after warm-up, when there are enough of them.
+template <class F>
+std::vector<double> timed(const std::vector<StepRow>& steps, F f) {
+  std::vector<double> v;
+  for (const auto& s : steps)
+    if (s.step >= 3 || steps.size() < 5) v.push_back(f(s));
+  return v;
+}
+
+}  // namespace
+
+double RunData::median_step_seconds() const { return median(timed(steps, [](const StepRow& s) { return s.seconds; })); }
+double RunData::median_tok_per_s() const { return median(timed(steps, [](const StepRow& s) { return s.tok_per_s; })); }
+std::array<double, 3> RunData::median_bytes() const {
+  std::array<double, 3> b{};
+  for (int t = 0; t < 3; ++t) b[t] = median(timed(steps, [t](const StepRow& s) { return s.bytes[t]; }));
+  return b;
+}
+
+RunData load_run(const std::string& dir) {
+  RunData r;
+  r.dir = dir;
+  const fs::path metrics = fs::path(dir) / "metrics.jsonl";
+  FS_CHECK(fs::is_regular_file(metrics), "no metrics.jsonl in ", dir, " (is it a fedshard run directory?)");
+  const fs::path config = fs::path(dir) / "config.json";
+  if (fs::is_regular_file(config)) {
+    std::ifstream in(config);
+    try {
+      r.config = nlohmann::json::parse(in);
+    } catch (const std::exception& e) {
+      throw Error(cat(config.string(), ": not valid JSON: ", e.what()));
+    }
+  }
+  r.label = label_of(r.config);
+  std::ifstream in(metrics);
+  double train_seconds = 0;
+  int line_no = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++line_no;
+    if (line.empty()) continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+      const std::string type = j.at("type");
+      if (type == "step") {
+        StepRow s;
+        s.step = j.at("step");
+        s.tokens = j.at("tokens");
+        s.loss = j.at("loss");
+        s.seconds = j.at("time_s").at("total");
+        s.tok_per_s = j.at("tok_per_s");
+        s.bytes = {j.at("bytes").at("node"), j.at("bytes").at("inter_node"), j.at("bytes").at("inter_group")};
+        s.aggregated = j.value("aggregated", false);
+        train_seconds += s.seconds;
+        r.steps.push_back(s);
+      } else if (type == "eval") {
+        r.evals.push_back({j.at("step"), j.at("tokens"), train_seconds, j.at("val_ppl"), j.at("model")});
+      } else if (type == "summary") {
+        r.summary = j;
+      }
+    } catch (const std::exception& e) {
+      throw Error(cat(metrics.string(), ":", line_no, ": malformed metrics line (", e.what(), ")"));
+    }
+  }
+  FS_CHECK(!r.steps.empty(), metrics.string(), " has no step lines");
+  const fs::path plan = fs::path(dir) / "plan.json";
+  if (fs::is_regular_file(plan)) {
+    std::ifstream pin(plan);
+    try {
+      r.predicted_step_s = nlohmann::json::parse(pin).at("plans").at(0).at("step_s").get<double>();
+    } catch (const std::exception& e) {
+      throw Error(cat(plan.string(), ": not a fedshard plan --json output (", e.what(), ")"));
+    }
+  }
+  return r;
+}
+
+}  // namespace fedshard::report

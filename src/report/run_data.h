@@ -1,0 +1,49 @@
+// What `fedshard report` reads from a run directory: metrics.jsonl, config.json and, if a benchmark left
+// one, plan.json (the cost model's prediction for the same configuration).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fedshard::report {
+
+struct StepRow {
+  int64_t step = 0;
+  int64_t tokens = 0;
+  double loss = 0;
+  double seconds = 0;
+  double tok_per_s = 0;
+  std::array<double, 3> bytes{};  // node, inter_node, inter_group
+  bool aggregated = false;
+};
+
+struct EvalRow {
+  int64_t step = 0;
+  int64_t tokens = 0;
+  double train_seconds = 0;  // training time up to this step (evaluation time excluded)
+  double val_ppl = 0;
+  std::string model;  // global | group
+};
+
+struct RunData {
+  std::string dir;
+  std::string label;  // e.g. "fl-fsdp S=2 K=8 by-source"
+  nlohmann::json config;
+  nlohmann::json summary;  // null if the run did not finish
+  std::vector<StepRow> steps;
+  std::vector<EvalRow> evals;
+  std::optional<double> predicted_step_s;
+
+  double median_step_seconds() const;  // steps >= 3 (after warm-up) when there are enough
+  double median_tok_per_s() const;
+  std::array<double, 3> median_bytes() const;
+};
+
+// Throws fedshard::Error naming the file (and line) that is missing or malformed.
+RunData load_run(const std::string& dir);
+
+}  // namespace fedshard::report
