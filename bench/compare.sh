@@ -27,15 +27,16 @@ runs=()
 for s in ddp fsdp hsdp fl-fsdp fl-hsdp; do
   echo "== $s: compute calibration" >&2
   "${mpirun[@]}" "${common[@]}" ${spec[$s]} --steps 8 --eval-every 0 --out "runs/compare-cal-$s" >/dev/null 2>&1
-  compute=$(/usr/bin/python3 -c "
+  read -r compute optimizer < <(/usr/bin/python3 -c "
 import json, statistics
-s = [json.loads(l) for l in open('runs/compare-cal-$s/metrics.jsonl') if '\"type\":\"step\"' in l]
-print(statistics.median(x['time_s']['compute'] for x in s if x['step'] >= 3))")
-  echo "== $s: emulated network (compute $compute s/step)" >&2
+s = [json.loads(l) for l in open('runs/compare-cal-$s/metrics.jsonl') if '\"type\":\"step\"' in l and json.loads(l)['step'] >= 3]
+print(statistics.median(x['time_s']['compute'] for x in s), statistics.median(x['time_s']['optimizer'] for x in s))")
+  echo "== $s: emulated network (compute $compute s/step, optimizer $optimizer s)" >&2
   out=runs/compare-$s
   "${mpirun[@]}" "${common[@]}" ${spec[$s]} --steps "$steps" --eval-every 0 "${link_flags[@]}" --out "$out" >/dev/null 2>&1
   "$build/fedshard" plan --nodes 4 --ranks-per-node 2 --model small --vocab-size 258 --strategy "${plan_spec[$s]}" \
-    --batch 2 --seq 256 --bytes-per-element 4 --compute-seconds "$compute" "${link_flags[@]}" --json \
+    --batch 2 --seq 256 --bytes-per-element 4 --compute-seconds "$compute" \
+    --optimizer-seconds "$optimizer" "${link_flags[@]}" --json \
     > "$out/plan.json"
   runs+=("$out")
 done

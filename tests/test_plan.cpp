@@ -100,13 +100,39 @@ TEST(CostModel, AlphaBetaTimesAndStepTime) {
   const double one = 3 * 2e-6 + 0.75 * 16e6 / 100e9;
   const double control = 2 * (6 * 2e-6 + 2 * 0.75 * 8 / 100e9);
   EXPECT_NEAR(p.step_comm_seconds, 3 * one + control, 1e-12);
-  EXPECT_NEAR(p.step_seconds, std::max(0.010, 3 * one + control), 1e-12);
+  // One unit leaves nothing to overlap: the schedule is gather, forward, gather, recompute + backward,
+  // reduce-scatter, control, with or without overlap.
+  EXPECT_NEAR(p.step_seconds, 0.010 + 3 * one + control, 1e-12);
   w.overlap = false;
   EXPECT_NEAR(run(c, w, "fsdp").step_seconds, 0.010 + 3 * one + control, 1e-12);
   // Compute from FLOPs: 4 passes (recompute) x 2 * params per token x 128 tokens / (1e12 * 0.5).
   w.compute_seconds = 0;
   EXPECT_NEAR(run(c, w, "fsdp").compute_seconds, 4 * 2.0 * psi * 128 / 0.5e12, 1e-12);
   EXPECT_NEAR(run(c, w, "ddp").compute_seconds, 3 * 2.0 * psi * 128 / 0.5e12, 1e-12);
+}
+
+TEST(CostModel, StepScheduleOfTwoShardedUnitsByHand) {
+  // gather 1 s, forward 2 s, reduce 1 s per unit (FSDP with recomputation), control 0.5 s.
+  // forward:  AG0 [0,1] AG1 [1,2]; F0 [1,3]; F1 [3,5]
+  // backward: AG1' [5,6] AG0' [6,7]; recompute + backward of 1 [6,12]; RS1 [12,13];
+  //           unit 0 [12,18]; RS0 [18,19]; control [19,19.5]
+  std::vector<plan::UnitTimes> u(2);
+  for (auto& x : u) {
+    x.fwd = 2;
+    x.bwd = 4;
+    x.gather = 1;
+    x.reduce = 1;
+    x.freed_after_forward = true;
+  }
+  EXPECT_DOUBLE_EQ(plan::simulate_step(u, true, 0.5), 19.5);
+  // DDP-like: no gathers, all-reduce 3 s after each backward: F [0,4]; B1 [4,8] AR1 [8,11]; B0 [8,12]
+  // AR0 [12,15].
+  for (auto& x : u) {
+    x.gather = x.reduce = 0;
+    x.replica = 3;
+    x.freed_after_forward = false;
+  }
+  EXPECT_DOUBLE_EQ(plan::simulate_step(u, false, 0), 15.0);
 }
 
 TEST(CostModel, PaperLayoutsSitOnTheRightTiers) {

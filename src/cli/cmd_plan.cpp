@@ -25,7 +25,7 @@ struct PlanArgs {
   int group_size = 0, shard_size = 0, sync_every = 8;
   int64_t batch = 2, seq = 2048;
   std::vector<std::string> links;
-  double flops = 0, mfu = 0, compute_seconds = 0, memory_gb = -1;
+  double flops = 0, mfu = 0, compute_seconds = 0, optimizer_seconds = 0, memory_gb = -1;
   std::string overlap = "on";
   int bytes = 2, master_bytes = 0;
   bool reshard_after_forward = true;
@@ -145,6 +145,8 @@ Command add_plan(CLI::App& app) {
   sub->add_option("--flops", a->flops, "peak FLOP/s per rank");
   sub->add_option("--mfu", a->mfu, "achieved fraction of peak (default 0.4)");
   sub->add_option("--compute-seconds", a->compute_seconds, "measured compute time per step (replaces --flops)");
+  sub->add_option("--optimizer-seconds", a->optimizer_seconds,
+                  "part of --compute-seconds spent in the optimizer step (runs after the reductions)");
   sub->add_option("--memory-gb", a->memory_gb, "device memory per rank, GB (flags strategies that do not fit)");
   sub->add_option("--overlap", a->overlap, "on: per-step collectives hide behind compute; off: they add")
       ->check(CLI::IsMember({"on", "off"}));
@@ -184,6 +186,7 @@ Command add_plan(CLI::App& app) {
     w.param_bytes = a->bytes;
     w.master_bytes = a->master_bytes > 0 ? a->master_bytes : a->bytes;
     w.compute_seconds = a->compute_seconds;
+    w.optimizer_seconds = a->optimizer_seconds;
     w.overlap = a->overlap == "on";
     w.reshard_after_forward = a->reshard_after_forward;
     w.activation_checkpointing = a->activation_checkpointing;

@@ -101,7 +101,52 @@ std::vector<int> strided(int count, int stride) {
   return v;
 }
 
+// Forward FLOPs per token of each unit, in unit_params order (the embedding lookup does none).
+std::vector<double> unit_forward_flops(const Workload& w) {
+  if (w.params_override > 0) return {2.0 * static_cast<double>(w.params_override)};
+  const auto& m = w.model;
+  std::vector<double> f;
+  f.push_back(m.tie_embeddings ? 2.0 * static_cast<double>(m.vocab_size * m.dim) : 0.0);  // tied: the head's matmul
+  const double block = 2.0 * static_cast<double>(m.params_per_block() - 2 * m.dim) +
+                       4.0 * static_cast<double>(w.seq_len * m.dim);
+  for (int64_t i = 0; i < m.n_layers; ++i) f.push_back(block);
+  if (!m.tie_embeddings) f.push_back(2.0 * static_cast<double>(m.vocab_size * m.dim));
+  return f;
+}
+
 }  // namespace
+
+double simulate_step(const std::vector<UnitTimes>& u, bool recompute, double serial_seconds) {
+  double queue_free = 0;
+  auto issue = [&](double at, double d) {
+    queue_free = std::max(at, queue_free) + d;
+    return queue_free;
+  };
+  const size_t n = u.size();
+  std::vector<double> gathered(n, -1);  // completion time of the unit's gather; -1: not gathered
+  auto prefetch = [&](size_t k, double at) {
+    if (k < n && gathered[k] < 0) gathered[k] = u[k].gather > 0 ? issue(at, u[k].gather) : at;
+  };
+  double t = 0;
+  for (size_t k = 0; k < n; ++k) {
+    prefetch(k, t);
+    prefetch(k + 1, t);
+    t = std::max(t, gathered[k]) + u[k].fwd;
+    if (u[k].freed_after_forward) gathered[k] = -1;
+  }
+  double reductions_done = 0;
+  for (size_t k = n; k-- > 0;) {
+    prefetch(k, t);
+    if (k > 0) prefetch(k - 1, t);
+    t = std::max(t, gathered[k]) + (recompute ? u[k].fwd : 0.0) + u[k].bwd;
+    double done = t;
+    if (u[k].reduce > 0) done = issue(t, u[k].reduce);
+    if (u[k].replica > 0) done = issue(t, u[k].replica);
+    reductions_done = std::max(reductions_done, done);
+  }
+  t = std::max(t, reductions_done);
+  return issue(t, serial_seconds);
+}
 
 StrategyPlan plan_strategy(const Cluster& cluster, const Workload& w, const StrategySpec& s) {
   StrategyPlan p;
@@ -143,6 +188,10 @@ StrategyPlan plan_strategy(const Cluster& cluster, const Workload& w, const Stra
   const auto units = unit_params(w);
   const bool tied = w.params_override == 0 && w.model.tie_embeddings;
   double padded_total = 0, largest = 0;
+  std::vector<UnitTimes> times(units.size());
+  auto one = [&](const Comm& c, comm::Collective kind, double bytes) {
+    return c.size > 1 ? cluster.links[static_cast<int>(c.tier)].seconds(kind, bytes, c.size) : 0.0;
+  };
   for (size_t u = 0; u < units.size(); ++u) {
     const double padded = static_cast<double>((units[u] + S - 1) / S * S);
     padded_total += padded;
@@ -150,6 +199,10 @@ StrategyPlan plan_strategy(const Cluster& cluster, const Workload& w, const Stra
     const int call_sites = (tied && u == 0) ? 2 : 1;
     // Mirrors ShardedUnit: a second gather in backward only when the unit was freed after forward.
     const int gathers = recompute && w.reshard_after_forward && call_sites == 1 ? 2 : 1;
+    times[u].gather = one(shard, comm::Collective::AllGather, padded * w.param_bytes);
+    times[u].reduce = one(shard, comm::Collective::ReduceScatter, padded * w.master_bytes);
+    times[u].replica = one(replica, comm::Collective::AllReduce, padded / H * w.master_bytes);
+    times[u].freed_after_forward = gathers == 2;
     add(shard, comm::Collective::AllGather, padded * w.param_bytes, gathers, false, false);
     add(shard, comm::Collective::ReduceScatter, padded * w.master_bytes, 1, false, false);
     add(replica, comm::Collective::AllReduce, padded / H * w.master_bytes, 1, false, false);
@@ -180,19 +233,31 @@ StrategyPlan plan_strategy(const Cluster& cluster, const Workload& w, const Stra
   }
 
   const double tokens_per_rank = static_cast<double>(w.batch_per_rank * w.seq_len);
+  const auto flops = unit_forward_flops(w);
+  double forward_flops = 0;
+  for (double f : flops) forward_flops += f;
+  const double passes = recompute ? 4.0 : 3.0;  // forward, backward (2x), recomputed forward
   if (w.compute_seconds > 0) {
     p.compute_seconds = w.compute_seconds;
   } else {
     FS_CHECK(cluster.peak_flops_per_rank > 0 && cluster.mfu > 0,
              "plan needs a compute rate: --flops (peak FLOP/s per rank) with --mfu, or --compute-seconds");
-    const double flops_per_token = w.params_override > 0 ? 2.0 * static_cast<double>(w.params_override)
-                                                         : w.model.forward_flops_per_token(w.seq_len);
-    p.compute_seconds = (recompute ? 4.0 : 3.0) * flops_per_token * tokens_per_rank /
-                        (cluster.peak_flops_per_rank * cluster.mfu);
+    p.compute_seconds = passes * forward_flops * tokens_per_rank / (cluster.peak_flops_per_rank * cluster.mfu);
   }
-  // With overlap, per-step collectives run under compute (prefetched gathers, async reductions); an
-  // aggregation round has nothing to hide behind.
-  const double inner = w.overlap ? std::max(p.compute_seconds, p.step_comm_seconds)
+  FS_CHECK(w.optimizer_seconds >= 0 && w.optimizer_seconds < p.compute_seconds,
+           "the optimizer time must be part of the compute time");
+  // Each unit's share of the passes' compute follows its FLOPs.
+  const double pass_seconds = p.compute_seconds - w.optimizer_seconds;
+  for (size_t u = 0; u < units.size(); ++u) {
+    const double share = forward_flops > 0 ? flops[u] / forward_flops : 1.0 / static_cast<double>(units.size());
+    times[u].fwd = share * pass_seconds / passes;
+    times[u].bwd = 2.0 * times[u].fwd;
+  }
+  double control_seconds = 0;
+  for (const auto& c : p.collectives)
+    if (c.control && !c.per_round) control_seconds += c.seconds;
+  // An aggregation round has no compute to hide behind: it adds its whole time every K steps.
+  const double inner = w.overlap ? simulate_step(times, recompute, control_seconds + w.optimizer_seconds)
                                  : p.compute_seconds + p.step_comm_seconds;
   p.step_seconds = inner + p.round_comm_seconds / k;
   p.tokens_per_second = tokens_per_rank * world / p.step_seconds;

@@ -50,7 +50,8 @@ struct Workload {
   int64_t seq_len = 2048;
   int param_bytes = 2;   // bytes per element gathered (compute dtype)
   int master_bytes = 2;  // bytes per element reduced and aggregated (master / reduction dtype)
-  double compute_seconds = 0;  // >0: measured compute time per step (replaces FLOPs / rate)
+  double compute_seconds = 0;    // >0: measured compute time per step (replaces FLOPs / rate), optimizer included
+  double optimizer_seconds = 0;  // the part of compute_seconds spent in the optimizer step (cannot overlap)
   bool overlap = true;
   bool reshard_after_forward = true;
   std::string activation_checkpointing = "auto";  // auto | on | off
@@ -91,5 +92,20 @@ std::vector<StrategyPlan> plan_all(const Cluster& cluster, const Workload& w, co
 
 // Parameter count of each unit as the engine shards it (embedding [+ tied head], blocks, head).
 std::vector<int64_t> unit_params(const Workload& w);
+
+// Per-unit times of one step: compute, and one issue of each of its collectives (0 = none).
+struct UnitTimes {
+  double fwd = 0, bwd = 0;
+  double gather = 0, reduce = 0, replica = 0;
+  bool freed_after_forward = false;  // re-gathered in backward
+};
+
+// One training step as the engine runs it (parallel/unit_function.cpp): collectives leave through one FIFO
+// (the comm thread), the training thread blocks only where the engine waits. Forward: at unit k, gather k if
+// needed, prefetch k+1, wait for k, compute. Backward from the last unit: gather k if freed and prefetch
+// k-1, wait, recompute + backward, launch reduce-scatter (+ replica all-reduce). Then wait for all
+// reductions, then the serial tail (blocking control all-reduces, optimizer). Returns the step's duration.
+// serial_seconds: what runs after the reductions (control all-reduces, optimizer step).
+double simulate_step(const std::vector<UnitTimes>& units, bool recompute, double serial_seconds);
 
 }  // namespace fedshard::plan

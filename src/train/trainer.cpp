@@ -104,6 +104,7 @@ struct Trainer::StepResult {
   double lr = 0;
   double grad_norm = 0;
   double seconds = 0;
+  double optimizer_seconds = 0;
   comm::LedgerSnapshot comm;
 };
 
@@ -214,7 +215,9 @@ Trainer::StepResult Trainer::train_step(int64_t step) {
   r.step = step;
   r.grad_norm = sharded_->clip_grad_norm(s_.cfg.grad_clip);
   r.lr = schedule_.at(step);
+  const auto opt0 = Clock::now();
   optimizer_->step(r.lr);
+  r.optimizer_seconds = std::chrono::duration<double>(Clock::now() - opt0).count();
   ++steps_since_sync_;
   if (aggregator_ && (step % s_.cfg.sync_every == 0 || step == s_.cfg.steps)) {
     if (s_.cfg.eval_group_model) log_eval(step, "group", topo_->group());
@@ -258,6 +261,7 @@ void Trainer::log_step(const StepResult& r) {
                    {{"total", r.seconds},
                     {"compute", r.seconds - r.comm.exposed_wait_seconds},
                     {"comm_exposed", r.comm.exposed_wait_seconds},
+                    {"optimizer", r.optimizer_seconds},
                     {"comm_real", comm_seconds(r.comm, false)},
                     {"comm_emulated_hold", comm_seconds(r.comm, true)}}},
                   {"bytes", bytes},
