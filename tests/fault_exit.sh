@@ -35,6 +35,7 @@ expect_fault() {
 
 expect_fault "rank 2 throws (fsdp)" throw:2:3 "rank 2 of 4: injected fault" 60 -np 4 "$bin" "${train[@]}" --strategy fsdp
 expect_fault "rank 1 throws (hsdp)" throw:1:2 "rank 1 of 4: injected fault" 60 -np 4 "$bin" "${train[@]}" --strategy hsdp --shard-size 2
+expect_fault "rank 1 SIGKILLed (fl-fsdp)" kill:1:3 "exited on signal 9" 60 -np 4 "$bin" "${train[@]}" --strategy fl-fsdp --group-size 2
 expect_fault "NaN loss on rank 3 (ddp)" nan:3:4 "loss is nan at step 4" 60 -np 4 "$bin" "${train[@]}" --strategy ddp
 
 if [ "$fails" -ne 0 ]; then

@@ -1,5 +1,5 @@
 // `fedshard report` on fixture run directories (tests/fixtures): the table's numbers against hand-computed
-// medians, real PNG/SVG files from gnuplot, and clear errors for broken input.
+// means, real PNG/SVG files from gnuplot, and clear errors for broken input.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -19,9 +19,10 @@ const fs::path fixtures = FEDSHARD_TEST_FIXTURES;
 
 TEST(Report, TableHoldsHandComputedMedians) {
   const auto a = report::load_run((fixtures / "run-fsdp").string());
-  // Steps >= 3 only (warm-up): times 1, 3, 2, 4 -> median 2.5; bytes node 3000..6000 -> 4500.
-  EXPECT_DOUBLE_EQ(a.median_step_seconds(), 2.5);
-  EXPECT_DOUBLE_EQ(a.median_bytes()[0], 4500.0);
+  // Steps >= 3 only (warm-up): times 1, 3, 2, 4 -> mean 2.5; bytes node 3000..6000 -> 4500; 4096 tokens/step.
+  EXPECT_DOUBLE_EQ(a.mean_step_seconds(), 2.5);
+  EXPECT_DOUBLE_EQ(a.mean_bytes()[0], 4500.0);
+  EXPECT_DOUBLE_EQ(a.tok_per_s(), 4096 / 2.5);
   EXPECT_EQ(a.label, "fsdp");
   ASSERT_TRUE(a.predicted_step_s.has_value());
   EXPECT_DOUBLE_EQ(*a.predicted_step_s, 2.5);
@@ -29,7 +30,8 @@ TEST(Report, TableHoldsHandComputedMedians) {
   EXPECT_DOUBLE_EQ(a.evals[0].train_seconds, 12.0);  // 9 + 2 + 1: training time up to step 3
   const auto b = report::load_run((fixtures / "run-fl").string());
   EXPECT_EQ(b.label, "fl-hsdp S=4 H=2 K=4 by-source");
-  EXPECT_DOUBLE_EQ(b.median_step_seconds(), 1.0);  // 1.5, 1, 2, 1, 1
+  EXPECT_DOUBLE_EQ(b.mean_step_seconds(), 1.3);  // 1.5, 1, 2, 1, 1
+  EXPECT_DOUBLE_EQ(b.mean_bytes()[2], 100.0);     // one aggregation (step 4: 500 bytes) in five steps
   const auto md = report::markdown_table({a, b});
   EXPECT_NE(md.find("| run-fsdp | fsdp | 6 | 24576 | 2.500 |"), std::string::npos) << md;
   EXPECT_NE(md.find("| 12.000 | 2.500 | 1.000 |"), std::string::npos) << md;

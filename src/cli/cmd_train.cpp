@@ -1,4 +1,5 @@
 // `fedshard train`: resolves the config (file + flags), checks it and the data on every rank, then trains.
+#include <csignal>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -35,6 +36,9 @@ const std::vector<std::tuple<std::string, std::string, std::string>>& flags() {
       {"--ranks-per-node", "parallel.ranks_per_node", "emulate nodes of N ranks (0: detect)"},
       {"--threads", "parallel.threads", "intra-op threads per rank (0: cores per node / ranks per node)"},
       {"--compute-dtype", "model.compute_dtype", "float32 | bfloat16 | float64"},
+      {"--resume", "train.resume", "auto (latest checkpoint of --out, if any) or a checkpoint directory"},
+      {"--init-from", "model.init_from", "Hugging Face Llama directory to initialize from"},
+      {"--checkpoint-every", "checkpoint.every", "steps between checkpoints (0: at the end only)"},
   };
   return f;
 }
@@ -80,6 +84,8 @@ Command add_train(CLI::App& app) {
       const auto tier = comm::parse_tier(l.substr(0, eq));
       overrides.push_back({std::string("network.") + comm::tier_metric_key(tier), l.substr(eq + 1), "--link"});
     }
+    // A file size limit (ulimit -f) must surface as a write error, not kill the rank.
+    std::signal(SIGXFSZ, SIG_IGN);
     auto& mpi = comm::MpiRuntime::get();
     train::TrainSetup setup;
     run_startup_phase([&] {

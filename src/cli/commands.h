@@ -18,5 +18,6 @@ Command add_prepare(CLI::App& app);
 Command add_train(CLI::App& app);
 Command add_plan(CLI::App& app);
 Command add_report(CLI::App& app);
+Command add_export(CLI::App& app);
 
 }  // namespace fedshard::cli

@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
   CLI::App app{"fedshard: sharded (FSDP/HSDP) and federated (FL+FSDP/FL+HSDP) training of Llama-style models"};
   app.require_subcommand(1, 1);
   app.set_help_all_flag("--help-all", "Describe every subcommand and flag");
-  std::vector<cli::Command> commands = {cli::add_info(app), cli::add_prepare(app), cli::add_train(app), cli::add_plan(app), cli::add_report(app)};
+  std::vector<cli::Command> commands = {cli::add_info(app), cli::add_prepare(app), cli::add_train(app), cli::add_plan(app), cli::add_report(app), cli::add_export(app)};
 
   try {
     app.parse(argc, argv);
@@ -50,8 +50,9 @@ int main(int argc, char** argv) {
       std::cerr << "fedshard: error: " << e.what() << std::endl;
       return 2;
     }
-    // Found by some ranks mid-job: the others may be inside a collective, so end them all.
     if (e.reporter()) std::cerr << "fedshard: error on rank " << rank << " of " << world << ": " << e.what() << std::endl;
+    if (e.everywhere()) return 2;
+    // Found by some ranks mid-job: the others may be inside a collective, so end them all.
     comm::MpiRuntime::abort(2);
   } catch (const std::exception& e) {
     std::cerr << "fedshard: rank " << rank << " of " << world << ": " << e.what() << std::endl;

@@ -8,6 +8,7 @@ namespace {
 
 class FedAvg : public OuterOptimizer {
  public:
+  explicit FedAvg(size_t units) : state_(units) {}  // stateless: one empty map per unit
   void step(size_t, const at::Tensor& mean, at::Tensor slice) override { slice.copy_(mean); }
   std::vector<std::map<std::string, at::Tensor>>& state() override { return state_; }
 
@@ -40,7 +41,7 @@ class Nesterov : public OuterOptimizer {
 
 std::unique_ptr<OuterOptimizer> make_outer_optimizer(const OuterOptions& opts,
                                                      const std::vector<at::Tensor>& initial_slices) {
-  if (opts.name == "fedavg") return std::make_unique<FedAvg>();
+  if (opts.name == "fedavg") return std::make_unique<FedAvg>(initial_slices.size());
   if (opts.name == "nesterov") return std::make_unique<Nesterov>(opts, initial_slices);
   throw Error(cat("unknown outer optimizer '", opts.name, "' (expected fedavg or nesterov)"));
 }

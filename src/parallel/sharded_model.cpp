@@ -8,32 +8,44 @@
 
 namespace fedshard::parallel {
 
+UnitGrouping group_units(const model::Llama& model) {
+  UnitGrouping g;
+  std::unordered_map<const at::Tensor*, size_t> flat_of_slot;
+  for (const auto& u : model.units()) {
+    size_t f = g.slots.size();
+    for (const auto& s : u->params()) {
+      auto it = flat_of_slot.find(s.tensor);
+      if (it != flat_of_slot.end()) f = it->second;
+    }
+    if (f == g.slots.size()) g.slots.emplace_back();
+    for (const auto& s : u->params())
+      if (flat_of_slot.emplace(s.tensor, f).second) g.slots[f].push_back(s);
+    g.flat_of_unit.push_back(f);
+  }
+  return g;
+}
+
 ShardedModel::ShardedModel(model::Llama& model, comm::Communicator& shard, comm::Communicator& replica,
                            const ShardingOptions& opts, int64_t pad_multiple, uint64_t seed)
-    : model_(model), shard_(shard), replica_(replica), opts_(opts) {
-  // Group the model's units by shared parameters: a unit that reuses a slot of an earlier unit (tied
-  // embeddings) joins that unit's FlatParam and becomes a second call site of it.
-  const auto& units = model_.units();
-  std::unordered_map<const at::Tensor*, size_t> group_of_slot;
-  std::vector<std::vector<model::ParamSlot>> group_slots;
-  std::vector<size_t> group_of_unit;
-  for (const auto& u : units) {
-    size_t g = group_slots.size();
-    for (const auto& s : u->params()) {
-      auto it = group_of_slot.find(s.tensor);
-      if (it != group_of_slot.end()) g = it->second;
-    }
-    if (g == group_slots.size()) group_slots.emplace_back();
-    for (const auto& s : u->params())
-      if (group_of_slot.emplace(s.tensor, g).second) group_slots[g].push_back(s);
-    group_of_unit.push_back(g);
-  }
+    : ShardedModel(model, shard, replica, opts, pad_multiple, [&model, seed](const model::ParamSlot& s) {
+        model::init_parameter(s, model.config(), seed, s.tensor->scalar_type());
+      }) {}
 
+ShardedModel::ShardedModel(model::Llama& model, comm::Communicator& shard, comm::Communicator& replica,
+                           const ShardingOptions& opts, int64_t pad_multiple, const Initializer& init)
+    : model_(model), shard_(shard), replica_(replica), opts_(opts) {
+  const auto& units = model_.units();
+  const auto grouping = group_units(model_);
+  const auto& group_slots = grouping.slots;
+  const auto& group_of_unit = grouping.flat_of_unit;
   std::vector<int> sites_per_group(group_slots.size(), 0);
   for (size_t g : group_of_unit) ++sites_per_group[g];
   for (size_t g = 0; g < group_slots.size(); ++g) {
     at::NoGradGuard no_grad;
-    for (const auto& s : group_slots[g]) model::init_parameter(s, model_.config(), seed, opts_.master_dtype);
+    for (const auto& s : group_slots[g]) {
+      *s.tensor = at::empty(s.shape, at::TensorOptions().dtype(opts_.master_dtype));
+      init(s);
+    }
     auto flat = std::make_unique<FlatParam>(group_slots[g], pad_multiple, shard_.size(), shard_.rank(),
                                             opts_.master_dtype);
     units_.push_back(std::make_unique<ShardedUnit>(std::move(flat), shard_, replica_, opts_, sites_per_group[g]));

@@ -5,6 +5,7 @@
 
 #include <ATen/ATen.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -15,6 +16,14 @@
 #include "parallel/sharded_unit.h"
 
 namespace fedshard::parallel {
+
+// How a model's units map onto FlatParams: a unit that reuses a slot of an earlier unit (tied embeddings) joins
+// that unit's FlatParam and becomes a second call site of it.
+struct UnitGrouping {
+  std::vector<std::vector<model::ParamSlot>> slots;  // per FlatParam, in first-use order
+  std::vector<size_t> flat_of_unit;                  // per model unit
+};
+UnitGrouping group_units(const model::Llama& model);
 
 // One use of a ShardedUnit in the forward order (a tied weight's unit has two call sites).
 struct CallSite {
@@ -30,8 +39,14 @@ struct CallSite {
 
 class ShardedModel {
  public:
-  // `model` must be unmaterialized or materialized-but-uninitialized: each unit is allocated, initialized
-  // from `seed`, sliced into this rank's shard and released, one at a time. pad_multiple: see FlatParam.
+  // Fills one parameter (allocated by the caller in the master dtype): random init or loaded weights.
+  using Initializer = std::function<void(const model::ParamSlot&)>;
+
+  // `model` must be unmaterialized or materialized-but-uninitialized: each unit is allocated, filled by
+  // `init`, sliced into this rank's shard and released, one at a time. pad_multiple: see FlatParam.
+  ShardedModel(model::Llama& model, comm::Communicator& shard, comm::Communicator& replica,
+               const ShardingOptions& opts, int64_t pad_multiple, const Initializer& init);
+  // Random initialization from `seed` (model::init_parameter).
   ShardedModel(model::Llama& model, comm::Communicator& shard, comm::Communicator& replica,
                const ShardingOptions& opts, int64_t pad_multiple, uint64_t seed);
 

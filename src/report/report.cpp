@@ -63,17 +63,17 @@ void figure(const fs::path& out, const std::string& name, const std::string& set
 
 std::string markdown_table(const std::vector<RunData>& runs) {
   std::ostringstream md;
-  md << "| run | strategy | steps | tokens | step s (median) | tokens/s | node B/step | inter-node B/step | "
+  md << "| run | strategy | steps | tokens | step s (mean) | tokens/s | node B/step | inter-node B/step | "
         "inter-group B/step | final val ppl | predicted step s | measured/predicted |\n"
      << "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& r : runs) {
-    const auto b = r.median_bytes();
+    const auto b = r.mean_bytes();
     std::string ppl = "-";
     for (const auto& e : r.evals)
       if (e.model == "global") ppl = fmt("%.3f", e.val_ppl);
-    const double step_s = r.median_step_seconds();
+    const double step_s = r.mean_step_seconds();
     md << "| " << fs::path(r.dir).filename().string() << " | " << r.label << " | " << r.steps.back().step << " | "
-       << r.steps.back().tokens << " | " << fmt("%.3f", step_s) << " | " << fmt("%.0f", r.median_tok_per_s())
+       << r.steps.back().tokens << " | " << fmt("%.3f", step_s) << " | " << fmt("%.0f", r.tok_per_s())
        << " | " << fmt("%.0f", b[0]) << " | " << fmt("%.0f", b[1]) << " | " << fmt("%.0f", b[2]) << " | " << ppl
        << " | " << (r.predicted_step_s ? fmt("%.3f", *r.predicted_step_s) : "-") << " | "
        << (r.predicted_step_s ? fmt("%.3f", step_s / *r.predicted_step_s) : "-") << " |\n";
@@ -103,7 +103,7 @@ std::vector<std::string> write_report(const std::vector<RunData>& runs, const st
   std::ostringstream bars;
   bool any_prediction = false;
   for (const auto& r : runs) {
-    bars << quoted(r.label) << " " << r.median_tok_per_s() << " " << r.median_step_seconds() << " "
+    bars << quoted(r.label) << " " << r.tok_per_s() << " " << r.mean_step_seconds() << " "
          << (r.predicted_step_s ? *r.predicted_step_s : 0.0) << "\n";
     any_prediction = any_prediction || r.predicted_step_s.has_value();
   }
@@ -117,7 +117,7 @@ std::vector<std::string> write_report(const std::vector<RunData>& runs, const st
          ppl_tokens, written);
   const std::string bar_setup = "set style fill solid 0.7 border -1\nset boxwidth 0.6\nset xtics rotate by -25\n"
                                 "set grid ytics\nset yrange [0:*]\nset bmargin 6\n";
-  figure(out, "throughput", bar_setup + "set ylabel 'tokens/s (median step)'",
+  figure(out, "throughput", bar_setup + "set ylabel 'tokens/s'",
          "plot " + quoted(bars_file) + " using 0:2:xtic(1) with boxes notitle", written);
   if (any_prediction)
     figure(out, "step_time", bar_setup + "set style data histograms\nset style histogram clustered gap 1\n"

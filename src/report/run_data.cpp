@@ -1,6 +1,5 @@
 #include "report/run_data.h"
 
-#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -13,11 +12,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+double mean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? 0.0 : s / static_cast<double>(v.size());
 }
 
 std::string label_of(const nlohmann::json& config) {
@@ -46,11 +44,16 @@ std::vector<double> timed(const std::vector<StepRow>& steps, F f) {
 
 }  // namespace
 
-double RunData::median_step_seconds() const { return median(timed(steps, [](const StepRow& s) { return s.seconds; })); }
-double RunData::median_tok_per_s() const { return median(timed(steps, [](const StepRow& s) { return s.tok_per_s; })); }
-std::array<double, 3> RunData::median_bytes() const {
+double RunData::mean_step_seconds() const { return mean(timed(steps, [](const StepRow& s) { return s.seconds; })); }
+
+double RunData::tok_per_s() const {
+  const double step_tokens = static_cast<double>(steps.front().tokens) / static_cast<double>(steps.front().step);
+  return step_tokens / mean_step_seconds();
+}
+
+std::array<double, 3> RunData::mean_bytes() const {
   std::array<double, 3> b{};
-  for (int t = 0; t < 3; ++t) b[t] = median(timed(steps, [t](const StepRow& s) { return s.bytes[t]; }));
+  for (int t = 0; t < 3; ++t) b[t] = mean(timed(steps, [t](const StepRow& s) { return s.bytes[t]; }));
   return b;
 }
 

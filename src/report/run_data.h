@@ -38,9 +38,11 @@ struct RunData {
   std::vector<EvalRow> evals;
   std::optional<double> predicted_step_s;
 
-  double median_step_seconds() const;  // steps >= 3 (after warm-up) when there are enough
-  double median_tok_per_s() const;
-  std::array<double, 3> median_bytes() const;
+  // Means over the steps after warm-up (step >= 3, when there are enough): aggregation rounds are amortized
+  // as they are in `fedshard plan`'s per-step figures.
+  double mean_step_seconds() const;
+  double tok_per_s() const;  // tokens per step / mean step time
+  std::array<double, 3> mean_bytes() const;
 };
 
 // Throws fedshard::Error naming the file (and line) that is missing or malformed.

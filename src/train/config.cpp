@@ -71,6 +71,7 @@ const std::vector<Binding>& bindings() {
       key_binding("model.vocab_size", &TrainConfig::vocab_size, "vocabulary size; 0 = the data's tokenizer"),
       key_binding("model.dtype", &TrainConfig::dtype, "master weights and optimizer state: float32 | float64"),
       key_binding("model.compute_dtype", &TrainConfig::compute_dtype, "parameters and activations in compute: float32 | bfloat16 | float64"),
+      key_binding("model.init_from", &TrainConfig::init_from, "initialize from a Hugging Face Llama directory (config.json + model.safetensors)"),
       key_binding("data.dir", &TrainConfig::data_dir, "directory written by fedshard prepare"),
       key_binding("data.seq_len", &TrainConfig::seq_len, "tokens per sequence"),
       key_binding("data.batch_size", &TrainConfig::batch_size, "sequences per rank per step"),
@@ -105,6 +106,9 @@ const std::vector<Binding>& bindings() {
       key_binding("network.inter_group", &TrainConfig::link_inter_group, "emulated link between federation groups"),
       key_binding("eval.every", &TrainConfig::eval_every, "steps between evaluations; 0 = only at the end"),
       key_binding("eval.windows", &TrainConfig::eval_windows, "validation windows per evaluation; 0 = all"),
+      key_binding("checkpoint.every", &TrainConfig::checkpoint_every, "steps between checkpoints; 0 = only at the end"),
+      key_binding("checkpoint.keep", &TrainConfig::checkpoint_keep, "complete checkpoints to keep"),
+      key_binding("train.resume", &TrainConfig::resume, "auto (latest checkpoint of train.out, if any) or a checkpoint directory"),
       key_binding("train.steps", &TrainConfig::steps, "optimizer steps"),
       key_binding("train.seed", &TrainConfig::seed, "seed of initialization and data order"),
       key_binding("train.out", &TrainConfig::out, "run directory"),
@@ -159,6 +163,8 @@ void validate(const TrainConfig& c) {
            c.inner_state, "'");
   FS_CHECK(c.eval_every >= 0 && c.eval_windows >= 0, "eval.every and eval.windows must not be negative");
   FS_CHECK(c.log_every > 0, "train.log_every must be positive");
+  FS_CHECK(c.checkpoint_every >= 0, "checkpoint.every must not be negative");
+  FS_CHECK(c.checkpoint_keep >= 1, "checkpoint.keep must be at least 1");
   FS_CHECK(c.peak_flops >= 0, "train.peak_flops must not be negative");
   FS_CHECK(!c.out.empty(), "train.out must not be empty");
   for (const auto* link : {&c.link_node, &c.link_inter_node, &c.link_inter_group})

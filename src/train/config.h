@@ -17,6 +17,7 @@ struct TrainConfig {
   int64_t vocab_size = 0;                 // 0: the tokenizer's vocabulary (from the data manifest)
   std::string dtype = "float32";          // master weights and optimizer state: float32 | float64
   std::string compute_dtype = "float32";  // gathered parameters and activations: float32 | bfloat16 | float64
+  std::string init_from;                  // Hugging Face Llama directory (config.json + model.safetensors)
   // [data]
   std::string data_dir = "data/brown";
   int64_t seq_len = 256;
@@ -57,7 +58,11 @@ struct TrainConfig {
   // [eval]
   int64_t eval_every = 50;     // 0: only at the end
   int64_t eval_windows = 256;  // validation windows per evaluation; 0: all
+  // [checkpoint]
+  int64_t checkpoint_every = 0;  // steps between checkpoints; 0: only at the end
+  int64_t checkpoint_keep = 3;   // complete checkpoints kept
   // [train]
+  std::string resume;  // "" (fresh run) | auto (RUN_DIR/checkpoints/latest if any) | a checkpoint directory
   int64_t steps = 100;
   uint64_t seed = 0;
   std::string out = "runs/latest";

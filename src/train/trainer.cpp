@@ -6,17 +6,20 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <sstream>
 #include <thread>
 
 #include "comm/ledger.h"
 #include "comm/link_emulation.h"
 #include "comm/mpi_runtime.h"
+#include "model/hf_adapter.h"
 #include "data/manifest.h"
 #include "train/evaluator.h"
 #include "train/fault_injection.h"
 #include "train/progress.h"
 #include "util/error.h"
 #include "util/posix_file.h"
+#include "util/safetensors.h"
 
 namespace fedshard::train {
 
@@ -94,6 +97,37 @@ TrainSetup prepare_training(const TrainConfig& cfg, int world_size, int world_ra
   s.partition = data::partition_windows(*s.train, cfg.partition, layout.groups(), cfg.seed);
   if (world_rank == 0) ensure_writable_dir(cfg.out);
   validate_fault_plan();
+  if (!cfg.resume.empty()) {
+    if (auto dir = find_checkpoint(cfg.resume, cfg.out)) {
+      // Same layout: this rank reads (and verifies) its own file; re-slicing reads them all.
+      auto meta = load_checkpoint_meta(*dir, s.model, /*verify_all_files=*/false, world_rank);
+      if (!same_layout(meta, layout, s.strategy.name())) meta = load_checkpoint_meta(*dir, s.model, true, world_rank);
+      FS_CHECK(meta.step < cfg.steps, "checkpoint ", *dir, " is at step ", meta.step, ", train.steps is ", cfg.steps,
+               ": nothing left to train (raise --steps)");
+      s.resume = std::move(meta);
+    }
+  }
+  if (!cfg.init_from.empty() && !s.resume) {
+    const auto dir = std::filesystem::path(cfg.init_from);
+    nlohmann::json hf;
+    try {
+      hf = nlohmann::json::parse(read_file((dir / "config.json").string()));
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw Error(cat((dir / "config.json").string(), ": not valid JSON (", e.what(), ")"));
+    }
+    model::check_hf_config(hf, s.model, (dir / "config.json").string());
+    const SafetensorsFile weights((dir / "model.safetensors").string());
+    for (const auto& u : unit_layout(s.model))
+      for (const auto& e : u.entries) {
+        const auto name = model::to_hf_name(e.name);
+        FS_CHECK(weights.contains(name), weights.path(), ": no tensor '", name, "'");
+        FS_CHECK(weights.entries().at(name).shape == e.shape, weights.path(), ": tensor '", name,
+                 "' has the wrong shape for model ", s.model.name);
+      }
+    s.init_from = dir.string();
+  }
   return s;
 }
 
@@ -130,8 +164,15 @@ Trainer::Trainer(TrainSetup setup) : s_(std::move(setup)) {
                    (cfg.activation_checkpointing == "auto" && layout.shard_size > 1);
   opts.reshard_after_forward = cfg.reshard_after_forward;
   model_ = std::make_unique<model::Llama>(s_.model, opts.master_dtype, /*materialize=*/false);
-  sharded_ = std::make_unique<parallel::ShardedModel>(*model_, topo_->shard(), topo_->replica(), opts,
-                                                      layout.group_size, cfg.seed);
+  if (!s_.init_from.empty()) {
+    const SafetensorsFile weights((std::filesystem::path(s_.init_from) / "model.safetensors").string());
+    sharded_ = std::make_unique<parallel::ShardedModel>(
+        *model_, topo_->shard(), topo_->replica(), opts, layout.group_size,
+        [&weights](const model::ParamSlot& slot) { slot.tensor->copy_(weights.tensor(model::to_hf_name(slot.name))); });
+  } else {
+    sharded_ = std::make_unique<parallel::ShardedModel>(*model_, topo_->shard(), topo_->replica(), opts,
+                                                        layout.group_size, cfg.seed);
+  }
 
   std::vector<ParamSlice> slices;
   for (auto& u : sharded_->units())
@@ -173,10 +214,15 @@ Trainer::Trainer(TrainSetup setup) : s_(std::move(setup)) {
     sampler_reader_ = topo_->position();
   }
 
+  if (s_.resume) {
+    const auto st = restore_checkpoint(*s_.resume, *topo_, s_.strategy.name(), *sharded_, *optimizer_, aggregator_.get());
+    start_step_ = st.step + 1;
+    steps_since_sync_ = st.steps_since_sync;
+  }
+
   peak_flops_ = cfg.peak_flops > 0 ? cfg.peak_flops : measure_matmul_flops();
-  if (topo_->world_rank() == 0) {
-    auto resolved = cfg.to_json();
-    resolved["resolved"] = {{"strategy", s_.strategy.name()},
+  resolved_ = cfg.to_json();
+  resolved_["resolved"] = {{"strategy", s_.strategy.name()},
                             {"world", layout.world},
                             {"group_size", layout.group_size},
                             {"shard_size", layout.shard_size},
@@ -190,8 +236,19 @@ Trainer::Trainer(TrainSetup setup) : s_(std::move(setup)) {
                             {"vocab_size", s_.model.vocab_size},
                             {"warmup_steps", schedule_.warmup},
                             {"peak_flops_per_rank", peak_flops_}};
-    write_file_atomically((std::filesystem::path(cfg.out) / "config.json").string(), resolved.dump(2) + "\n");
-    metrics_.open((std::filesystem::path(cfg.out) / "metrics.jsonl").string(), /*append=*/false);
+  if (topo_->world_rank() == 0) {
+    write_file_atomically((std::filesystem::path(cfg.out) / "config.json").string(), resolved_.dump(2) + "\n");
+    if (s_.resume) {
+      reopen_metrics_after(s_.resume->step);
+      metrics_.write({{"type", "resume"},
+                      {"step", s_.resume->step},
+                      {"checkpoint", s_.resume->dir},
+                      {"same_layout", same_layout(*s_.resume, layout, s_.strategy.name())}});
+      std::fprintf(stderr, "fedshard: resuming from %s (step %lld)\n", s_.resume->dir.c_str(),
+                   static_cast<long long>(s_.resume->step));
+    } else {
+      metrics_.open((std::filesystem::path(cfg.out) / "metrics.jsonl").string(), /*append=*/false);
+    }
     std::fprintf(stderr, "fedshard: %s on %s; model %s (%s parameters); threads per rank %d\n",
                  s_.strategy.name().c_str(), topo_->describe().c_str(), s_.model.name.c_str(),
                  model::with_commas(s_.model.param_count()).c_str(), threads);
@@ -199,6 +256,26 @@ Trainer::Trainer(TrainSetup setup) : s_(std::move(setup)) {
 }
 
 Trainer::~Trainer() = default;
+
+void Trainer::reopen_metrics_after(int64_t step) {
+  const auto path = (std::filesystem::path(s_.cfg.out) / "metrics.jsonl").string();
+  std::string kept;
+  if (std::filesystem::exists(path)) {
+    std::istringstream in(read_file(path));
+    for (std::string line; std::getline(in, line);) {
+      nlohmann::json j;
+      try {
+        j = nlohmann::json::parse(line);
+      } catch (const std::exception&) {
+        break;  // a line cut short by the crash ends what is kept
+      }
+      if (j.value("type", "") == "summary" || j.value("step", int64_t{0}) > step) continue;
+      kept += line + "\n";
+    }
+  }
+  write_file_atomically(path, kept);
+  metrics_.open(path, /*append=*/true);
+}
 
 Trainer::StepResult Trainer::train_step(int64_t step) {
   const auto t0 = Clock::now();
@@ -237,7 +314,8 @@ Trainer::StepResult Trainer::train_step(int64_t step) {
   if (!std::isfinite(r.loss))
     throw Error(cat("loss is ", r.loss, " at step ", step, " in group ", topo_->group_index(),
                     "; stopping (lower optim.lr or enable optim.grad_clip)"))
-        .reported_by(topo_->position() == 0);
+        .reported_by(topo_->position() == 0)
+        .everywhere(topo_->layout().groups() == 1);
   r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   r.comm = comm::Ledger::instance().snapshot() - comm0;
   return r;
@@ -300,9 +378,9 @@ TrainSummary Trainer::run() {
   const auto start = Clock::now();
   const auto comm_start = comm::Ledger::instance().snapshot();
   bool eval_due = false;
-  for (int64_t step = 1; step <= cfg.steps; ++step) {
+  for (int64_t step = start_step_; step <= cfg.steps; ++step) {
     const StepResult r = train_step(step);
-    if (step > 1) {  // the first step includes one-time allocation and warm-up
+    if (step > start_step_) {  // the first step includes one-time allocation and warm-up
       step_seconds_sum_ += r.seconds;
       ++timed_steps_;
     }
@@ -320,6 +398,9 @@ TrainSummary Trainer::run() {
       if (last_val_ppl_ > 0) std::snprintf(extra, sizeof extra, "val ppl %.3f", last_val_ppl_);
       progress.update(step, r.loss, r.lr, tok_per_s, extra);
     }
+    if ((cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0) || step == cfg.steps)
+      save_checkpoint(cfg.out, static_cast<int>(cfg.checkpoint_keep), {step, steps_since_sync_}, resolved_, s_.model,
+                      *topo_, *sharded_, *optimizer_, aggregator_.get());
   }
   progress.finish();
 

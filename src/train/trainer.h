@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 
 #include "comm/topology.h"
 #include "data/partition.h"
@@ -13,6 +14,7 @@
 #include "model/llama.h"
 #include "parallel/sharded_model.h"
 #include "parallel/strategy.h"
+#include "train/checkpoint.h"
 #include "train/config.h"
 #include "train/lr_schedule.h"
 #include "train/metrics.h"
@@ -30,6 +32,8 @@ struct TrainSetup {
   std::shared_ptr<data::TokenDataset> train;
   std::shared_ptr<data::TokenDataset> val;
   data::Partition partition;
+  std::optional<CheckpointMeta> resume;  // checked (files present, checksums) before any collective
+  std::string init_from;                 // checked HF directory, when initializing from one
 };
 
 TrainSetup prepare_training(const TrainConfig& cfg, int world_size, int world_rank);
@@ -55,6 +59,9 @@ class Trainer {
   // Evaluates over `comm` (the world for the global model, the group for a group's local model); rank 0 logs.
   void log_eval(int64_t step, const std::string& model_kind, comm::Communicator& comm);
   nlohmann::json link_summary() const;  // null without link emulation
+  nlohmann::json resolved_config() const;
+  // Drops metrics lines of steps after `step` (a resumed run rewrites them) and reopens for appending.
+  void reopen_metrics_after(int64_t step);
 
   TrainSetup s_;
   std::unique_ptr<comm::Topology> topo_;
@@ -67,8 +74,10 @@ class Trainer {
   LrSchedule schedule_;
   MetricsLog metrics_;
   double peak_flops_ = 0;
+  nlohmann::json resolved_;
   double last_val_loss_ = 0;
   double last_val_ppl_ = 0;
+  int64_t start_step_ = 1;
   int64_t steps_since_sync_ = 0;
   double step_seconds_sum_ = 0;
   int64_t timed_steps_ = 0;

@@ -18,9 +18,17 @@ class Error : public std::runtime_error {
     return *this;
   }
   bool reporter() const { return reporter_; }
+  // Every rank of the job throws this error at the same point, so they can all exit normally; otherwise
+  // the ranks that did not see it may be inside a collective and the job must be aborted.
+  Error& everywhere(bool all_ranks) {
+    everywhere_ = all_ranks;
+    return *this;
+  }
+  bool everywhere() const { return everywhere_; }
 
  private:
   bool reporter_ = true;
+  bool everywhere_ = false;
 };
 
 template <class... Args>

@@ -1,0 +1,499 @@
+#include "train/checkpoint.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+
+#include "comm/mpi_runtime.h"
+#include "train/fault_injection.h"
+#include "util/error.h"
+#include "util/hex.h"
+#include "util/posix_file.h"
+#include "util/safetensors.h"
+
+namespace fedshard::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kFormat = "fedshard-checkpoint";
+constexpr int kVersion = 1;
+
+std::string step_dir_name(int64_t step) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "step-%08lld", static_cast<long long>(step));
+  return buf;
+}
+
+std::string rank_file_name(int rank) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "rank-%05d.safetensors", rank);
+  return buf;
+}
+
+// Where rank r's shard and aggregation slice of a unit with `padded` elements lie (DESIGN.md Topology).
+std::pair<int64_t, int64_t> shard_range(int64_t padded, const comm::Layout& l, int rank) {
+  const int64_t len = padded / l.shard_size;
+  const int64_t h = (rank % l.group_size) % l.shard_size;
+  return {h * len, (h + 1) * len};
+}
+
+std::pair<int64_t, int64_t> slice_range(int64_t padded, const comm::Layout& l, int rank) {
+  const auto [a, b] = shard_range(padded, l, rank);
+  const int64_t piece = (b - a) / l.replicas();
+  const int64_t i = (rank % l.group_size) / l.shard_size;
+  return {a + i * piece, a + (i + 1) * piece};
+}
+
+// Every architecture field, so a checkpoint describes its model without the preset table.
+nlohmann::json model_json(const model::ModelConfig& c) {
+  nlohmann::json j = {{"name", c.name},
+                      {"dim", c.dim},
+                      {"n_layers", c.n_layers},
+                      {"n_heads", c.n_heads},
+                      {"n_kv_heads", c.n_kv_heads},
+                      {"vocab_size", c.vocab_size},
+                      {"multiple_of", c.multiple_of},
+                      {"ffn_dim_multiplier", c.ffn_dim_multiplier ? nlohmann::json(*c.ffn_dim_multiplier) : nullptr},
+                      {"norm_eps", c.norm_eps},
+                      {"rope_theta", c.rope_theta},
+                      {"max_seq_len", c.max_seq_len},
+                      {"tie_embeddings", c.tie_embeddings}};
+  if (c.rope_scaling)
+    j["rope_scaling"] = {{"factor", c.rope_scaling->factor},
+                         {"low_freq_factor", c.rope_scaling->low_freq_factor},
+                         {"high_freq_factor", c.rope_scaling->high_freq_factor},
+                         {"original_max_position", c.rope_scaling->original_max_position}};
+  else
+    j["rope_scaling"] = nullptr;
+  return j;
+}
+
+model::ModelConfig model_from_json(const nlohmann::json& j) {
+  model::ModelConfig c;
+  c.name = j.at("name");
+  c.dim = j.at("dim");
+  c.n_layers = j.at("n_layers");
+  c.n_heads = j.at("n_heads");
+  c.n_kv_heads = j.at("n_kv_heads");
+  c.vocab_size = j.at("vocab_size");
+  c.multiple_of = j.at("multiple_of");
+  if (!j.at("ffn_dim_multiplier").is_null()) c.ffn_dim_multiplier = j.at("ffn_dim_multiplier").get<double>();
+  c.norm_eps = j.at("norm_eps");
+  c.rope_theta = j.at("rope_theta");
+  c.max_seq_len = j.at("max_seq_len");
+  c.tie_embeddings = j.at("tie_embeddings");
+  if (!j.at("rope_scaling").is_null()) {
+    const auto& r = j.at("rope_scaling");
+    c.rope_scaling = model::RopeScaling{r.at("factor"), r.at("low_freq_factor"), r.at("high_freq_factor"),
+                                        r.at("original_max_position")};
+  }
+  c.validate();
+  return c;
+}
+
+std::string unit_key(size_t u, const std::string& what) { return "u" + std::to_string(u) + "." + what; }
+
+}  // namespace
+
+std::vector<UnitLayout> unit_layout(const model::ModelConfig& cfg) {
+  model::Llama shapes(cfg, at::kFloat, /*materialize=*/false);
+  std::vector<UnitLayout> out;
+  for (const auto& slots : parallel::group_units(shapes).slots) {
+    UnitLayout u;
+    for (const auto& s : slots) {
+      parallel::FlatEntry e{s.name, s.shape, u.numel, 1};
+      for (int64_t d : s.shape) e.numel *= d;
+      u.numel += e.numel;
+      u.entries.push_back(e);
+    }
+    out.push_back(u);
+  }
+  return out;
+}
+
+std::optional<std::string> find_checkpoint(const std::string& spec, const std::string& run_dir) {
+  if (spec != "auto") {
+    FS_CHECK(fs::is_regular_file(fs::path(spec) / "meta.json"), "--resume ", spec,
+             ": not a checkpoint directory (no meta.json)");
+    return spec;
+  }
+  const fs::path latest = fs::path(run_dir) / "checkpoints" / "latest";
+  if (!fs::exists(latest)) return std::nullopt;
+  std::string name = read_file(latest.string());
+  while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+  const fs::path dir = fs::path(run_dir) / "checkpoints" / name;
+  FS_CHECK(!name.empty() && name.find('/') == std::string::npos && fs::is_directory(dir), latest.string(),
+           " names '", name, "', which is not a checkpoint directory");
+  return dir.string();
+}
+
+CheckpointMeta load_checkpoint_meta(const std::string& dir, const model::ModelConfig& model, bool verify_all_files,
+                                    int verify_rank) {
+  const std::string meta_path = (fs::path(dir) / "meta.json").string();
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_file(meta_path));
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(cat(meta_path, ": not valid JSON (", e.what(), ")"));
+  }
+  CheckpointMeta m;
+  m.dir = dir;
+  try {
+    FS_CHECK(j.at("format") == kFormat && j.at("version") == kVersion, meta_path, ": not a ", kFormat, " v", kVersion,
+             " file");
+    m.step = j.at("step");
+    const auto& t = j.at("topology");
+    m.world = t.at("world");
+    m.group_size = t.at("group_size");
+    m.shard_size = t.at("shard_size");
+    m.strategy = t.at("strategy");
+    m.optimizer_steps = j.at("optimizer").at("steps");
+    m.outer = j.at("federation").value("outer", "");
+    m.syncs = j.at("federation").value("syncs", 0);
+    m.steps_since_sync = j.at("federation").value("steps_since_sync", 0);
+    m.config = j.at("config");
+    for (const auto& u : j.at("units")) m.padded.push_back(u.at("padded_numel"));
+    for (const auto& r : j.at("ranks")) {
+      CheckpointRank cr;
+      cr.rank = r.at("rank");
+      cr.group = r.at("group");
+      cr.position = r.at("position");
+      cr.file = r.at("file");
+      const auto sum = parse_hex64(r.at("checksum").get<std::string>());
+      FS_CHECK(sum.has_value(), meta_path, ": rank ", cr.rank, " has a malformed checksum");
+      cr.checksum = *sum;
+      cr.shard = r.at("shard").get<std::vector<std::pair<int64_t, int64_t>>>();
+      cr.slice = r.at("slice").get<std::vector<std::pair<int64_t, int64_t>>>();
+      m.ranks.push_back(cr);
+    }
+    // The architecture must be the one being trained.
+    const auto want = model_json(model);
+    for (const auto& [k, v] : want.items())
+      FS_CHECK(j.at("model").at(k) == v, meta_path, ": checkpoint model has ", k, " = ", j.at("model").at(k).dump(),
+               ", the configured model has ", v.dump());
+    // And its layout the one this model produces.
+    const auto layout = unit_layout(model);
+    const auto& units = j.at("units");
+    FS_CHECK(units.size() == layout.size(), meta_path, ": ", units.size(), " units, the model has ", layout.size());
+    for (size_t u = 0; u < layout.size(); ++u) {
+      FS_CHECK(units[u].at("numel") == layout[u].numel, meta_path, ": unit ", u, " has ", units[u].at("numel").dump(),
+               " parameters, the model's has ", layout[u].numel);
+      FS_CHECK(m.padded[u] >= layout[u].numel && m.padded[u] % m.group_size == 0, meta_path, ": unit ", u,
+               " padding does not fit the topology");
+    }
+    FS_CHECK(m.world > 0 && m.group_size > 0 && m.shard_size > 0 && m.world % m.group_size == 0 &&
+                 m.group_size % m.shard_size == 0,
+             meta_path, ": impossible topology (world ", m.world, ", group ", m.group_size, ", shard ", m.shard_size, ")");
+    FS_CHECK(static_cast<int>(m.ranks.size()) == m.world, meta_path, ": lists ", m.ranks.size(), " rank files for ",
+             m.world, " ranks");
+    for (size_t r = 0; r < m.ranks.size(); ++r)
+      FS_CHECK(m.ranks[r].rank == static_cast<int>(r) && m.ranks[r].shard.size() == layout.size() &&
+                   m.ranks[r].slice.size() == layout.size() && m.ranks[r].file == rank_file_name(static_cast<int>(r)),
+               meta_path, ": rank entry ", r, " is inconsistent");
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(cat(meta_path, ": malformed checkpoint metadata (", e.what(), ")"));
+  }
+  for (const auto& r : m.ranks) {
+    const std::string path = (fs::path(dir) / r.file).string();
+    FS_CHECK(fs::is_regular_file(path), "checkpoint file ", path, " is missing");
+    if (verify_all_files || r.rank == verify_rank)
+      FS_CHECK(file_checksum(path) == r.checksum, "checkpoint file ", path,
+               " is corrupt (checksum differs from meta.json)");
+  }
+  return m;
+}
+
+bool same_layout(const CheckpointMeta& meta, const comm::Layout& layout, const std::string& strategy) {
+  return meta.world == layout.world && meta.group_size == layout.group_size && meta.shard_size == layout.shard_size &&
+         meta.strategy == strategy;
+}
+
+void save_checkpoint(const std::string& run_dir, int keep, const TrainingState& state, const nlohmann::json& config,
+                     const model::ModelConfig& model, comm::Topology& topo, parallel::ShardedModel& sharded,
+                     Optimizer& inner, federation::Aggregator* agg) {
+  at::NoGradGuard no_grad;
+  auto& world = topo.world();
+  const int rank = topo.world_rank();
+  const auto& layout = topo.layout();
+  const fs::path root = fs::path(run_dir) / "checkpoints";
+  const std::string name = step_dir_name(state.step);
+  const fs::path tmp = root / (".tmp-" + name);
+
+  // 1. Rank 0 prepares an empty temporary directory; any failure is shared before anyone writes.
+  std::string error;
+  if (rank == 0) {
+    try {
+      std::error_code ec;
+      fs::create_directories(root, ec);
+      FS_CHECK(!ec, "cannot create ", root.string(), ": ", ec.message());
+      fs::remove_all(tmp, ec);
+      fs::create_directory(tmp, ec);
+      FS_CHECK(!ec, "cannot create ", tmp.string(), ": ", ec.message());
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  }
+  auto status = at::full({1}, error.empty() ? 0L : 1L, at::kLong);
+  world.broadcast(status, 0, comm::Traffic::Control)->wait();
+
+  // 2. Every rank writes its own file.
+  uint64_t checksum = 0;
+  if (status.item<int64_t>() == 0) {
+    try {
+      std::vector<std::pair<std::string, at::Tensor>> tensors;
+      const auto& units = sharded.units();
+      for (size_t u = 0; u < units.size(); ++u) {
+        tensors.emplace_back(unit_key(u, "param"), units[u]->flat().shard().detach().contiguous());
+        for (const auto& [k, t] : inner.state()[u]) tensors.emplace_back(unit_key(u, "opt." + k), t.contiguous());
+        if (agg)
+          for (const auto& [k, t] : agg->outer().state()[u]) tensors.emplace_back(unit_key(u, "outer." + k), t.contiguous());
+      }
+      tensors.emplace_back("rng.cpu", at::detail::getDefaultCPUGenerator().get_state());
+      checksum = write_safetensors((tmp / rank_file_name(rank)).string(), tensors, {{"step", std::to_string(state.step)}});
+      maybe_inject_fault(FaultPoint::Checkpoint, rank, state.step);
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  }
+
+  // 3. Everyone learns every rank's checksum and status.
+  auto mine = at::tensor({static_cast<int64_t>(checksum), error.empty() ? 0L : 1L}, at::kLong);
+  auto all = at::empty({2 * world.size()}, at::kLong);
+  world.all_gather(mine, all, comm::Traffic::Control)->wait();
+  int first_failed = -1;
+  for (int r = 0; r < world.size() && first_failed < 0; ++r)
+    if (all[2 * r + 1].item<int64_t>() != 0) first_failed = r;
+  if (status.item<int64_t>() != 0) first_failed = 0;
+
+  // 4. Rank 0 publishes: meta.json, rename into place, `latest`, pruning.
+  if (first_failed < 0 && rank == 0) {
+    try {
+      nlohmann::json meta = {{"format", kFormat}, {"version", kVersion}, {"step", state.step}, {"config", config},
+                             {"model", model_json(model)}};
+      meta["topology"] = {{"world", layout.world}, {"group_size", layout.group_size}, {"shard_size", layout.shard_size},
+                          {"strategy", config["resolved"]["strategy"]}, {"ranks_per_node", topo.ranks_per_node()}};
+      meta["optimizer"] = {{"name", config["optim"]["name"]}, {"steps", inner.steps()}};
+      meta["federation"] = agg ? nlohmann::json{{"outer", config["federation"]["outer_optimizer"]},
+                                                {"syncs", agg->syncs()},
+                                                {"steps_since_sync", state.steps_since_sync}}
+                               : nlohmann::json::object();
+      const auto units = unit_layout(model);
+      for (size_t u = 0; u < units.size(); ++u) {
+        nlohmann::json entries = nlohmann::json::array();
+        for (const auto& e : units[u].entries)
+          entries.push_back({{"name", e.name}, {"shape", e.shape}, {"offset", e.offset}, {"numel", e.numel}});
+        meta["units"].push_back({{"numel", units[u].numel},
+                                 {"padded_numel", sharded.units()[u]->flat().padded_numel()},
+                                 {"entries", entries}});
+      }
+      for (int r = 0; r < world.size(); ++r) {
+        nlohmann::json shard = nlohmann::json::array(), slice = nlohmann::json::array();
+        for (const auto& u : sharded.units()) {
+          const int64_t padded = u->flat().padded_numel();
+          shard.push_back(shard_range(padded, layout, r));
+          slice.push_back(slice_range(padded, layout, r));
+        }
+        meta["ranks"].push_back({{"rank", r},
+                                 {"group", r / layout.group_size},
+                                 {"position", r % layout.group_size},
+                                 {"file", rank_file_name(r)},
+                                 {"checksum", hex64(static_cast<uint64_t>(all[2 * r].item<int64_t>()))},
+                                 {"shard", shard},
+                                 {"slice", slice}});
+      }
+      write_file_atomically((tmp / "meta.json").string(), meta.dump(1) + "\n");
+      const fs::path final_dir = root / name;
+      std::error_code ec;
+      fs::remove_all(final_dir, ec);
+      rename_file(tmp.string(), final_dir.string());
+      sync_dir(root.string());
+      write_file_atomically((root / "latest").string(), name + "\n");
+      // Keep the newest `keep` complete checkpoints.
+      std::vector<std::string> steps;
+      for (const auto& e : fs::directory_iterator(root))
+        if (e.is_directory() && e.path().filename().string().rfind("step-", 0) == 0)
+          steps.push_back(e.path().filename().string());
+      std::sort(steps.begin(), steps.end());
+      for (size_t i = 0; i + static_cast<size_t>(keep) < steps.size(); ++i)
+        if (steps[i] != name) fs::remove_all(root / steps[i], ec);
+    } catch (const Error& e) {
+      error = e.what();
+      first_failed = 0;
+    }
+  }
+  auto published = at::full({1}, static_cast<int64_t>(first_failed), at::kLong);
+  world.broadcast(published, 0, comm::Traffic::Control)->wait();
+  first_failed = static_cast<int>(published.item<int64_t>());
+  if (first_failed < 0) return;
+  if (rank == 0) {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+  }
+  auto latest = find_checkpoint("auto", run_dir);
+  throw Error(cat("checkpoint at step ", state.step, " failed: ", rank == first_failed ? error : "see rank " + std::to_string(first_failed),
+                  latest ? "; the previous checkpoint " + *latest + " is intact" : ""))
+      .reported_by(rank == first_failed)
+      .everywhere(true);
+}
+
+}  // namespace fedshard::train
+
+namespace fedshard::train {
+
+namespace {
+
+// Reads the rank files of a checkpoint on demand (headers parsed once).
+class RankFiles {
+ public:
+  explicit RankFiles(const CheckpointMeta& m) : m_(m) {}
+  const SafetensorsFile& get(int rank) {
+    auto& f = files_[rank];
+    if (!f) f = std::make_unique<SafetensorsFile>((fs::path(m_.dir) / m_.ranks[rank].file).string());
+    return *f;
+  }
+
+ private:
+  const CheckpointMeta& m_;
+  std::map<int, std::unique_ptr<SafetensorsFile>> files_;
+};
+
+// The padded flat of tensor `what` of unit u as group g stored it: shards of the ranks of replica 0 (or, for
+// outer state, every rank's slice), placed at their ranges.
+at::Tensor assemble(RankFiles& files, const CheckpointMeta& m, size_t u, const std::string& what, int group,
+                    bool slices) {
+  at::Tensor full;
+  for (const auto& r : m.ranks) {
+    if (r.group != group || (!slices && r.position >= m.shard_size)) continue;
+    const auto& f = files.get(r.rank);
+    const std::string key = unit_key(u, what);
+    if (!f.contains(key)) return at::Tensor();
+    auto part = f.tensor(key);
+    if (!full.defined()) full = at::zeros({m.padded[u]}, part.options());
+    const auto [a, b] = slices ? r.slice[u] : r.shard[u];
+    FS_CHECK(part.numel() == b - a, f.path(), ": ", key, " has ", part.numel(), " elements, meta.json says ", b - a);
+    full.narrow(0, a, b - a).copy_(part);
+  }
+  return full;
+}
+
+// Mean over the checkpoint's groups (the FedAvg model of a mid-round checkpoint; exact for one group).
+at::Tensor assemble_mean(RankFiles& files, const CheckpointMeta& m, size_t u, const std::string& what) {
+  at::Tensor sum;
+  const int groups = m.world / m.group_size;
+  for (int g = 0; g < groups; ++g) {
+    auto t = assemble(files, m, u, what, g, false);
+    if (!t.defined()) return t;
+    sum = sum.defined() ? sum + t : t;
+  }
+  return sum / static_cast<double>(groups);
+}
+
+// Copies the unpadded prefix of an old padded flat into a tensor covering [begin, end) of the new padding.
+void cut(const at::Tensor& old_full, int64_t numel, int64_t begin, at::Tensor dst) {
+  dst.zero_();
+  const int64_t hi = std::min(begin + dst.numel(), numel);
+  if (hi > begin) dst.narrow(0, 0, hi - begin).copy_(old_full.narrow(0, begin, hi - begin));
+}
+
+}  // namespace
+
+TrainingState restore_checkpoint(const CheckpointMeta& meta, comm::Topology& topo, const std::string& strategy,
+                                 parallel::ShardedModel& sharded, Optimizer& inner, federation::Aggregator* agg) {
+  at::NoGradGuard no_grad;
+  RankFiles files(meta);
+  const auto& units = sharded.units();
+  const int rank = topo.world_rank();
+  TrainingState st;
+  st.step = meta.step;
+  inner.set_steps(meta.optimizer_steps);
+
+  if (same_layout(meta, topo.layout(), strategy)) {
+    const auto& f = files.get(rank);
+    for (size_t u = 0; u < units.size(); ++u) {
+      units[u]->flat().shard().detach().copy_(f.tensor(unit_key(u, "param")));
+      for (auto& [k, t] : inner.state()[u]) t.copy_(f.tensor(unit_key(u, "opt." + k)));
+      if (agg)
+        for (auto& [k, t] : agg->outer().state()[u]) t.copy_(f.tensor(unit_key(u, "outer." + k)));
+    }
+    // The default generator is shared process state: ATen hands out a const handle to it.
+    auto gen = at::detail::getDefaultCPUGenerator();
+    gen.set_state(f.tensor("rng.cpu"));
+    st.steps_since_sync = meta.steps_since_sync;
+    if (agg) agg->set_syncs(meta.syncs);
+    return st;
+  }
+
+  // Re-slice: reassemble each unit, then cut this rank's shard and slice out of it.
+  const auto layout = unit_layout(sharded.config());
+  const auto& l = topo.layout();
+  for (size_t u = 0; u < units.size(); ++u) {
+    auto& flat = units[u]->flat();
+    const int64_t numel = layout[u].numel;
+    cut(assemble_mean(files, meta, u, "param"), numel, flat.shard_offset(), flat.shard().detach());
+    for (auto& [k, t] : inner.state()[u]) {
+      auto old = assemble_mean(files, meta, u, "opt." + k);
+      if (old.defined())
+        cut(old, numel, flat.shard_offset(), t);
+      else
+        t.zero_();
+    }
+    if (agg) {
+      const int64_t piece = flat.shard_numel() / l.replicas();
+      const int64_t begin = flat.shard_offset() + topo.replica_index() * piece;
+      for (auto& [k, t] : agg->outer().state()[u]) {
+        auto old = assemble(files, meta, u, "outer." + k, 0, true);
+        if (old.defined())
+          cut(old, numel, begin, t);
+        else if (k == "global")  // a run without federation before: the current model is the global one
+          t.copy_(flat.shard().detach().narrow(0, topo.replica_index() * piece, piece));
+        else
+          t.zero_();
+      }
+    }
+  }
+  st.steps_since_sync = 0;  // the groups restart from one (averaged) model
+  return st;
+}
+
+model::ModelConfig checkpoint_model(const std::string& dir) {
+  const std::string path = (fs::path(dir) / "meta.json").string();
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_file(path));
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(cat(path, ": not valid JSON (", e.what(), ")"));
+  }
+  try {
+    return model_from_json(j.at("model"));
+  } catch (const Error& e) {
+    throw Error(cat(path, ": ", e.what()));
+  } catch (const std::exception& e) {
+    throw Error(cat(path, ": no usable model description (", e.what(), ")"));
+  }
+}
+
+std::map<std::string, at::Tensor> consolidated_parameters(const CheckpointMeta& meta) {
+  at::NoGradGuard no_grad;
+  RankFiles files(meta);
+  std::map<std::string, at::Tensor> out;
+  const auto layout = unit_layout(checkpoint_model(meta.dir));
+  for (size_t u = 0; u < layout.size(); ++u) {
+    const auto full = assemble_mean(files, meta, u, "param");
+    for (const auto& e : layout[u].entries) out[e.name] = full.narrow(0, e.offset, e.numel).view(e.shape).clone();
+  }
+  return out;
+}
+
+}  // namespace fedshard::train

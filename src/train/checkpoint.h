@@ -1,0 +1,87 @@
+// Checkpoints (DESIGN.md, issue 6). RUN_DIR/checkpoints/step-NNNNNNNN/ holds one safetensors file per rank
+// (its fp32 master shard of every unit, inner optimizer state, outer optimizer slices, CPU RNG state) and
+// meta.json (step, resolved config, model, topology, flat-parameter layout, every file's checksum and which
+// range of each unit it covers). A checkpoint is written into a temporary directory, fsync'd and renamed;
+// `checkpoints/latest` names the newest complete one and is replaced atomically; the last `keep` are kept.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "comm/topology.h"
+#include "federation/aggregator.h"
+#include "model/config.h"
+#include "parallel/sharded_model.h"
+#include "train/optimizer.h"
+
+namespace fedshard::train {
+
+// Per unit: its FlatParam entries (name, shape, offset, numel) and unpadded size. Identical for every layout.
+struct UnitLayout {
+  std::vector<parallel::FlatEntry> entries;
+  int64_t numel = 0;
+};
+std::vector<UnitLayout> unit_layout(const model::ModelConfig& cfg);
+
+struct CheckpointRank {
+  int rank = 0, group = 0, position = 0;
+  std::string file;
+  uint64_t checksum = 0;
+  std::vector<std::pair<int64_t, int64_t>> shard;  // per unit: [begin, end) of the padded flat it stores
+  std::vector<std::pair<int64_t, int64_t>> slice;  // per unit: its aggregation slice (outer state)
+};
+
+struct CheckpointMeta {
+  std::string dir;
+  int64_t step = 0;
+  int world = 1, group_size = 1, shard_size = 1;
+  std::string strategy;
+  int64_t optimizer_steps = 0;
+  int64_t syncs = 0, steps_since_sync = 0;
+  std::string outer;  // outer optimizer of the run, "" without federation
+  std::vector<int64_t> padded;  // per unit
+  std::vector<CheckpointRank> ranks;
+  nlohmann::json config;
+};
+
+// "auto": RUN_DIR/checkpoints/latest, or nothing if there is none yet; otherwise the directory given.
+std::optional<std::string> find_checkpoint(const std::string& spec, const std::string& run_dir);
+
+// Reads DIR/meta.json and checks it against the model (architecture and unit layout) and the files: every
+// rank file present, and the checksum of each file in `verify` (empty: all). Throws fedshard::Error naming
+// the file at fault. Local: safe in the start-up phase.
+CheckpointMeta load_checkpoint_meta(const std::string& dir, const model::ModelConfig& model, bool verify_all_files,
+                                    int verify_rank);
+
+// True when the checkpoint was written by the same strategy on the same layout: every rank restores exactly
+// its own state (bit-identical resume). Otherwise the state is re-sliced.
+bool same_layout(const CheckpointMeta& meta, const comm::Layout& layout, const std::string& strategy);
+
+struct TrainingState {
+  int64_t step = 0;
+  int64_t steps_since_sync = 0;
+};
+
+// Collective over the world. On a write failure anywhere (full or unwritable disk) every rank throws the
+// same fedshard::Error, reported once; the previous checkpoint is untouched.
+void save_checkpoint(const std::string& run_dir, int keep, const TrainingState& state, const nlohmann::json& config,
+                     const model::ModelConfig& model, comm::Topology& topo, parallel::ShardedModel& sharded,
+                     Optimizer& inner, federation::Aggregator* agg);
+
+// Restores this rank's state. Same layout: its own file, exactly. Otherwise: every unit's parameters and
+// inner optimizer moments are reassembled (averaged over groups, i.e. the FedAvg model of a mid-round
+// checkpoint), the outer optimizer state from group 0, and cut to this rank's new shard and slice.
+TrainingState restore_checkpoint(const CheckpointMeta& meta, comm::Topology& topo, const std::string& strategy,
+                                 parallel::ShardedModel& sharded, Optimizer& inner, federation::Aggregator* agg);
+
+// The model config a checkpoint directory was written for (from its meta.json).
+model::ModelConfig checkpoint_model(const std::string& dir);
+// The model a checkpoint holds, consolidated into full tensors by name (averaged over groups for a mid-round
+// federated checkpoint: the FedAvg model).
+std::map<std::string, at::Tensor> consolidated_parameters(const CheckpointMeta& meta);
+
+}  // namespace fedshard::train
