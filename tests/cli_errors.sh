@@ -48,6 +48,38 @@ expect "wrong vocab" "vocab 512" -- "${train[@]}" --set model.vocab_size=512
 expect "hsdp without shard size" "needs --shard-size" -- "${train[@]}" --strategy hsdp
 expect "group size without federation" "needs an fl-* strategy" -- "${train[@]}" --group-size 2
 
+expect "bad link bandwidth" "bandwidth 'fast' does not start with a number" -- "${train[@]}" --link inter-group=fast,1ms
+expect "unknown link tier" "unknown network tier 'moon'" -- "${train[@]}" --link moon=1Gbit/s,1ms
+expect "unknown partition" "unknown partition 'zipf'" -- "${train[@]}" --partition zipf
+expect "plan: impossible group" "group size 3 does not divide the world size 512" -- \
+  "$bin" plan --paper --strategy fl-fsdp:S=3
+expect "report: not a run dir" "no metrics.jsonl in $tmp" -- "$bin" report "$tmp" --out "$tmp/rep"
+expect "export: not a checkpoint" "neither a checkpoint nor a run directory" -- "$bin" export "$tmp" --out "$tmp/exp"
+
+# Multi-rank start-up errors: every rank finds them, the lowest failing rank alone reports (mpirun adds
+# its own banner lines, so here only the fedshard lines are counted).
+expect_mpi() {
+  local name=$1 needle=$2
+  shift 3
+  local out rc n
+  out=$(timeout 120 mpirun --oversubscribe --allow-run-as-root "$@" 2>&1 >/dev/null)
+  rc=$?
+  n=$(printf '%s\n' "$out" | grep -c "fedshard: error")
+  if [ "$rc" -eq 0 ] || [ "$rc" -ge 124 ] || [ "$n" -ne 1 ] || [[ "$out" != *"$needle"* ]]; then
+    echo "FAIL $name: rc=$rc, $n error line(s)"
+    printf '%s\n' "$out" | sed 's/^/    /'
+    fails=$((fails + 1))
+  else
+    echo "ok   $name: $(printf '%s\n' "$out" | grep "fedshard: error")"
+  fi
+}
+expect_mpi "impossible topology (4 ranks, groups of 3)" "group size 3 does not divide the world size 4" -- \
+  -np 4 "${train[@]}" --strategy fl-fsdp --group-size 3
+expect_mpi "shard size not dividing the group" "shard size 3 does not divide the group size 4" -- \
+  -np 4 "${train[@]}" --strategy hsdp --shard-size 3
+expect_mpi "more groups than sources (by-source)" "needs at least one source per group: 4 groups" -- \
+  -np 4 "${train[@]}" --strategy fl-ddp --group-size 1 --partition by-source
+
 cp -r "$tmp/corpus" "$tmp/truncated"
 shard=$(ls "$tmp/truncated"/train-*.bin | head -1)
 truncate -s -100 "$shard"

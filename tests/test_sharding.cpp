@@ -26,10 +26,12 @@ struct Case {
   int shard_size;  // 0 = whole world (FSDP)
   bool recompute;
   bool reshard;
+  bool tied = false;  // tied embeddings: one FlatParam used at two call sites (embedding and head)
 };
 
 void expect_matches_reference(const Case& c, at::ScalarType dtype, double loss_tol, double param_tol) {
-  const auto cfg = reference::tiny_config();
+  auto cfg = reference::tiny_config();
+  cfg.tie_embeddings = c.tied;
   const int64_t rows = 2, seq = 12, steps = 5;
   const double lr = 1e-2, max_norm = 0.5;
   parallel::ShardingOptions opts;
@@ -131,6 +133,11 @@ TEST(Numerics, HsdpMatchesSingleProcessFloat64) {
     if (world_size() % h != 0 || world_size() == h) continue;  // HSDP needs more than one replica
     expect_matches_reference({h == 2 ? "hsdp-h2" : "hsdp-h4", h, true, true}, at::kDouble, 1e-9, 1e-9);
   }
+}
+
+TEST(Numerics, TiedEmbeddingsMatchSingleProcessFloat64) {
+  expect_matches_reference({"fsdp-tied", 0, true, true, true}, at::kDouble, 1e-9, 1e-9);
+  expect_matches_reference({"ddp-tied", 1, false, true, true}, at::kDouble, 1e-9, 1e-9);
 }
 
 // float32 against the float64 reference. Forward/backward in float32 carry relative errors ~1e-7 per op, a

@@ -72,6 +72,12 @@ void LinkEmulator::set(Tier tier, const LinkSpec& spec) {
   links_[static_cast<int>(tier)] = spec;
 }
 
+void LinkEmulator::clear() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& l : links_) l.reset();
+  free_at_ = {};
+}
+
 bool LinkEmulator::active() const {
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& l : links_)

@@ -34,6 +34,7 @@ class LinkEmulator {
   static LinkEmulator& instance();
 
   void set(Tier tier, const LinkSpec& spec);
+  void clear();  // back to the real network on every tier
   bool active() const;
   std::optional<LinkSpec> link(Tier tier) const;
 

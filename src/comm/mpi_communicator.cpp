@@ -57,7 +57,15 @@ int count_of(const at::Tensor& t) {
 }
 
 void check_buffer(const at::Tensor& t) {
-  FS_ASSERT(t.defined() && t.is_contiguous() && t.device().is_cpu(), "collective buffers must be contiguous CPU tensors");
+  FS_ASSERT(t.defined() && t.is_contiguous(), "collective buffers must be contiguous tensors");
+}
+
+// MPI here is not CUDA-aware: device tensors travel through host copies (the "host-staged" collectives a
+// node needs when several ranks share one GPU and NCCL refuses them).
+at::Tensor host_copy(const at::Tensor& t) { return t.is_cpu() ? t : t.to(at::kCPU); }
+at::Tensor host_buffer(const at::Tensor& t) { return t.is_cpu() ? t : at::empty(t.sizes(), t.options().device(at::kCPU)); }
+void copy_back(const at::Tensor& device, const at::Tensor& host) {
+  if (!device.is_cpu()) device.copy_(host);
 }
 
 // Polls a request without pinning a core: spin briefly (small messages finish in microseconds), then sleep
@@ -141,14 +149,16 @@ WorkHandle MpiCommunicator::all_gather(const at::Tensor& in, const at::Tensor& o
   FS_ASSERT(out.numel() == in.numel() * size() && in.scalar_type() == out.scalar_type(), "all_gather sizes");
   const int n = count_of(in);
   const auto* mine = static_cast<const char*>(out.data_ptr()) + rank() * in.nbytes();
-  const bool in_place = in.data_ptr() == mine;
+  const bool in_place = in.data_ptr() == mine && out.is_cpu();
+  const auto in_h = host_copy(in), out_h = host_buffer(out);
   auto start = [=](MPI_Request* req) {
-    mpi_check(MPI_Iallgather(in_place ? MPI_IN_PLACE : in.data_ptr(), n, mpi_type(in), out.data_ptr(), n,
+    mpi_check(MPI_Iallgather(in_place ? MPI_IN_PLACE : in_h.data_ptr(), n, mpi_type(in), out_h.data_ptr(), n,
                              mpi_type(out), comm_, req),
               "MPI_Iallgather");
   };
   auto finish = [=] {
-    if (size() == 1 && !in_place) out.copy_(in);
+    if (size() == 1 && !in_place) out_h.narrow(0, 0, n).copy_(in_h);
+    copy_back(out, out_h);
   };
   return launch(Collective::AllGather, out, static_cast<double>(out.nbytes()), k, start, finish);
 }
@@ -159,13 +169,15 @@ WorkHandle MpiCommunicator::reduce_scatter(const at::Tensor& in, const at::Tenso
   FS_ASSERT(in.numel() == out.numel() * size() && in.scalar_type() == out.scalar_type(), "reduce_scatter sizes");
   const int n = count_of(out);
   const int p = size();
+  const auto in_h = host_copy(in), out_h = host_buffer(out);
   auto start = [=](MPI_Request* req) {
-    mpi_check(MPI_Ireduce_scatter_block(in.data_ptr(), out.data_ptr(), n, mpi_type(in), sum_op(in), comm_, req),
+    mpi_check(MPI_Ireduce_scatter_block(in_h.data_ptr(), out_h.data_ptr(), n, mpi_type(in), sum_op(in), comm_, req),
               "MPI_Ireduce_scatter_block");
   };
   auto finish = [=] {
-    if (p == 1 && in.data_ptr() != out.data_ptr()) out.copy_(in);
-    if (op == ReduceOp::Mean && p > 1) out.div_(p);
+    if (p == 1 && in_h.data_ptr() != out_h.data_ptr()) out_h.copy_(in_h);
+    if (op == ReduceOp::Mean && p > 1) out_h.div_(p);
+    copy_back(out, out_h);
   };
   return launch(Collective::ReduceScatter, in, static_cast<double>(in.nbytes()), k, start, finish);
 }
@@ -174,12 +186,14 @@ WorkHandle MpiCommunicator::all_reduce(const at::Tensor& inout, ReduceOp op, Tra
   check_buffer(inout);
   const int n = count_of(inout);
   const int p = size();
+  const auto io_h = host_copy(inout);
   auto start = [=](MPI_Request* req) {
-    mpi_check(MPI_Iallreduce(MPI_IN_PLACE, inout.data_ptr(), n, mpi_type(inout), sum_op(inout), comm_, req),
+    mpi_check(MPI_Iallreduce(MPI_IN_PLACE, io_h.data_ptr(), n, mpi_type(inout), sum_op(inout), comm_, req),
               "MPI_Iallreduce");
   };
   auto finish = [=] {
-    if (op == ReduceOp::Mean && p > 1) inout.div_(p);
+    if (op == ReduceOp::Mean && p > 1) io_h.div_(p);
+    copy_back(inout, io_h);
   };
   return launch(Collective::AllReduce, inout, static_cast<double>(inout.nbytes()), k, start, finish);
 }
@@ -187,10 +201,12 @@ WorkHandle MpiCommunicator::all_reduce(const at::Tensor& inout, ReduceOp op, Tra
 WorkHandle MpiCommunicator::broadcast(const at::Tensor& inout, int root, Traffic k) {
   check_buffer(inout);
   const int n = count_of(inout);
+  const auto io_h = host_copy(inout);
   auto start = [=](MPI_Request* req) {
-    mpi_check(MPI_Ibcast(inout.data_ptr(), n, mpi_type(inout), root, comm_, req), "MPI_Ibcast");
+    mpi_check(MPI_Ibcast(io_h.data_ptr(), n, mpi_type(inout), root, comm_, req), "MPI_Ibcast");
   };
-  return launch(Collective::Broadcast, inout, static_cast<double>(inout.nbytes()), k, start, [] {});
+  return launch(Collective::Broadcast, inout, static_cast<double>(inout.nbytes()), k, start,
+                [=] { copy_back(inout, io_h); });
 }
 
 WorkHandle MpiCommunicator::barrier() {

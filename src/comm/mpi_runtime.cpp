@@ -38,13 +38,14 @@ MpiRuntime& MpiRuntime::get() {
   return *g_runtime;
 }
 
-int MpiRuntime::ranks_on_this_host() const {
+std::pair<int, int> MpiRuntime::host_rank_and_size() const {
   MPI_Comm local;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank_, MPI_INFO_NULL, &local);
-  int n = 1;
+  int r = 0, n = 1;
+  MPI_Comm_rank(local, &r);
   MPI_Comm_size(local, &n);
   MPI_Comm_free(&local);
-  return n;
+  return {r, n};
 }
 
 void MpiRuntime::abort(int code) {

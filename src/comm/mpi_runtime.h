@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <utility>
 
 #include "comm/comm_thread.h"
 
@@ -20,8 +21,9 @@ class MpiRuntime {
   int world_size() const { return world_size_; }
   CommThread& comm_thread() { return *comm_thread_; }
 
-  // Ranks of this job on this host (MPI shared-memory split); collective over the world.
-  int ranks_on_this_host() const;
+  // This rank's index among the job's ranks on its host, and their number (MPI shared-memory split);
+  // collective over the world.
+  std::pair<int, int> host_rank_and_size() const;
 
   // Ends every rank of the job (MPI_Abort); used when one rank cannot continue.
   [[noreturn]] static void abort(int code);

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "comm/mpi_communicator.h"
+#include "comm/nccl_communicator.h"
 #include "util/error.h"
 
 namespace fedshard::comm {
@@ -58,16 +59,16 @@ Topology::Topology(const TopologySpec& spec) {
 
   const int h = layout_.shard_size, rg = layout_.replicas();
   const int g = group_index(), p = position(), i = replica_index(), hi = shard_index();
-  world_ = split(0, world_rank_, "world");
-  group_ = split(g, p, "group");
-  shard_ = split(g * rg + i, hi, "shard");
-  replica_ = split(g * h + hi, i, "replica");
-  cross_ = split(p, g, "cross");
+  world_ = split(0, world_rank_, "world", spec);
+  group_ = split(g, p, "group", spec);
+  shard_ = split(g * rg + i, hi, "shard", spec);
+  replica_ = split(g * h + hi, i, "replica", spec);
+  cross_ = split(p, g, "cross", spec);
 }
 
 Topology::~Topology() = default;
 
-std::unique_ptr<Communicator> Topology::split(int color, int key, const std::string& name) {
+std::unique_ptr<Communicator> Topology::split(int color, int key, const std::string& name, const TopologySpec& spec) {
   MPI_Comm comm;
   if (MPI_Comm_split(MPI_COMM_WORLD, color, key, &comm) != MPI_SUCCESS)
     throw std::runtime_error("MPI_Comm_split failed for communicator '" + name + "'");
@@ -78,6 +79,15 @@ std::unique_ptr<Communicator> Topology::split(int color, int key, const std::str
     nodes.insert(node_of_[r]);
   }
   const Tier tier = groups.size() > 1 ? Tier::InterGroup : nodes.size() > 1 ? Tier::InterNode : Tier::Node;
+  if (spec.backend == "nccl") {
+#ifdef FEDSHARD_CUDA
+    auto c = std::make_unique<NcclCommunicator>(comm, name, tier, spec.device);
+    MPI_Comm_free(&comm);
+    return c;
+#else
+    throw Error("the nccl backend needs a build against a CUDA LibTorch (FEDSHARD_CUDA)");
+#endif
+  }
   return std::make_unique<MpiCommunicator>(comm, name, tier);
 }
 

@@ -14,6 +14,8 @@ struct TopologySpec {
   int group_size = 0;      // S; 0 = the whole world (no federation)
   int shard_size = 0;      // H; 0 = the whole group (FSDP)
   int ranks_per_node = 0;  // 0 = detect nodes with MPI's shared-memory split; >0 emulates nodes of that size
+  std::string backend = "mpi";  // mpi (CPU tensors, or CUDA tensors staged through the host) | nccl
+  int device = 0;               // CUDA device of this rank (nccl)
 };
 
 // Resolved sizes; validate() throws fedshard::Error naming the impossible combination.
@@ -49,7 +51,7 @@ class Topology {
   std::string describe() const;
 
  private:
-  std::unique_ptr<Communicator> split(int color, int key, const std::string& name);
+  std::unique_ptr<Communicator> split(int color, int key, const std::string& name, const TopologySpec& spec);
 
   Layout layout_;
   int world_rank_ = 0;

@@ -42,7 +42,7 @@ void Aggregator::average(const std::vector<at::Tensor>& tensors, double scale, b
 
 void Aggregator::sync(double weight) {
   at::NoGradGuard no_grad;
-  auto total = at::full({1}, weight, at::kDouble);
+  auto total = at::full({1}, weight, model_.units().front()->flat().shard().options().dtype(at::kDouble));
   topo_.cross().all_reduce(total, comm::ReduceOp::Sum, comm::Traffic::Control)->wait();
   const double scale = weight / total.item<double>();
 

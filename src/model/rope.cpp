@@ -43,8 +43,14 @@ at::Tensor Rope::apply(const at::Tensor& x) const {
   const int64_t t = x.size(1);
   FS_CHECK(t <= cos_.size(0), "sequence length ", t, " exceeds the model's max_seq_len ", cos_.size(0));
   // [T, 1, head_dim] broadcasts over batch and heads.
-  auto cos = cos_.narrow(0, 0, t).unsqueeze(1).to(x.scalar_type());
-  auto sin = sin_.narrow(0, 0, t).unsqueeze(1).to(x.scalar_type());
+  if (!cos_cached_.defined() || cos_cached_.size(0) != t || cos_cached_.scalar_type() != x.scalar_type() ||
+      cos_cached_.device() != x.device()) {
+    const auto opts = x.options().requires_grad(false);
+    cos_cached_ = cos_.narrow(0, 0, t).unsqueeze(1).to(opts);
+    sin_cached_ = sin_.narrow(0, 0, t).unsqueeze(1).to(opts);
+  }
+  const auto& cos = cos_cached_;
+  const auto& sin = sin_cached_;
   const int64_t half = x.size(-1) / 2;
   auto x1 = x.narrow(-1, 0, half);
   auto x2 = x.narrow(-1, half, half);

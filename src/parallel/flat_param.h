@@ -23,7 +23,7 @@ class FlatParam {
   // `slots` must hold the initialized full values; they are copied into this rank's shard (padding zero) and
   // then unbound. pad_multiple: the padded length is a multiple of it (and of shard_count).
   FlatParam(std::vector<model::ParamSlot> slots, int64_t pad_multiple, int shard_count, int shard_index,
-            at::ScalarType master_dtype);
+            at::ScalarType master_dtype, at::Device device = at::kCPU);
 
   const std::vector<FlatEntry>& entries() const { return entries_; }
   int64_t numel() const { return numel_; }

@@ -47,7 +47,7 @@ ShardedModel::ShardedModel(model::Llama& model, comm::Communicator& shard, comm:
       init(s);
     }
     auto flat = std::make_unique<FlatParam>(group_slots[g], pad_multiple, shard_.size(), shard_.rank(),
-                                            opts_.master_dtype);
+                                            opts_.master_dtype, opts_.device);
     units_.push_back(std::make_unique<ShardedUnit>(std::move(flat), shard_, replica_, opts_, sites_per_group[g]));
   }
 
@@ -86,7 +86,7 @@ void ShardedModel::wait_grads() {
 
 double ShardedModel::clip_grad_norm(double max_norm) {
   at::NoGradGuard no_grad;
-  auto sq = at::zeros({1}, at::kDouble);
+  auto sq = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(opts_.device));
   for (auto& u : units_) sq += u->flat().grad().to(at::kDouble).pow(2).sum();
   shard_.all_reduce(sq, comm::ReduceOp::Sum, comm::Traffic::Control)->wait();
   const double norm = std::sqrt(sq.item<double>());

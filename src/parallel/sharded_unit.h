@@ -19,6 +19,7 @@ struct ShardingOptions {
   at::ScalarType compute_dtype = at::kFloat;  // gathered parameters and activations
   bool recompute = true;                      // per-unit activation checkpointing
   bool reshard_after_forward = true;          // free gathered params after forward (re-gather in backward)
+  at::Device device = at::kCPU;               // where shards, gathers and compute live
 };
 
 class ShardedUnit {

@@ -243,8 +243,11 @@ void save_checkpoint(const std::string& run_dir, int keep, const TrainingState& 
       error = e.what();
     }
   }
-  auto status = at::full({1}, error.empty() ? 0L : 1L, at::kLong);
+  // Control scalars live where the communicators work (the GPU under NCCL).
+  const auto on_device = at::TensorOptions().dtype(at::kLong).device(sharded.options().device);
+  auto status = at::full({1}, error.empty() ? 0L : 1L, on_device);
   world.broadcast(status, 0, comm::Traffic::Control)->wait();
+  status = status.to(at::kCPU);
 
   // 2. Every rank writes its own file.
   uint64_t checksum = 0;
@@ -253,10 +256,11 @@ void save_checkpoint(const std::string& run_dir, int keep, const TrainingState& 
       std::vector<std::pair<std::string, at::Tensor>> tensors;
       const auto& units = sharded.units();
       for (size_t u = 0; u < units.size(); ++u) {
-        tensors.emplace_back(unit_key(u, "param"), units[u]->flat().shard().detach().contiguous());
-        for (const auto& [k, t] : inner.state()[u]) tensors.emplace_back(unit_key(u, "opt." + k), t.contiguous());
+        auto host = [](const at::Tensor& t) { return t.detach().to(at::kCPU).contiguous(); };
+        tensors.emplace_back(unit_key(u, "param"), host(units[u]->flat().shard()));
+        for (const auto& [k, t] : inner.state()[u]) tensors.emplace_back(unit_key(u, "opt." + k), host(t));
         if (agg)
-          for (const auto& [k, t] : agg->outer().state()[u]) tensors.emplace_back(unit_key(u, "outer." + k), t.contiguous());
+          for (const auto& [k, t] : agg->outer().state()[u]) tensors.emplace_back(unit_key(u, "outer." + k), host(t));
       }
       tensors.emplace_back("rng.cpu", at::detail::getDefaultCPUGenerator().get_state());
       checksum = write_safetensors((tmp / rank_file_name(rank)).string(), tensors, {{"step", std::to_string(state.step)}});
@@ -267,9 +271,10 @@ void save_checkpoint(const std::string& run_dir, int keep, const TrainingState& 
   }
 
   // 3. Everyone learns every rank's checksum and status.
-  auto mine = at::tensor({static_cast<int64_t>(checksum), error.empty() ? 0L : 1L}, at::kLong);
-  auto all = at::empty({2 * world.size()}, at::kLong);
+  auto mine = at::tensor({static_cast<int64_t>(checksum), error.empty() ? 0L : 1L}, at::kLong).to(on_device);
+  auto all = at::empty({2 * world.size()}, on_device);
   world.all_gather(mine, all, comm::Traffic::Control)->wait();
+  all = all.to(at::kCPU);
   int first_failed = -1;
   for (int r = 0; r < world.size() && first_failed < 0; ++r)
     if (all[2 * r + 1].item<int64_t>() != 0) first_failed = r;
@@ -331,7 +336,7 @@ void save_checkpoint(const std::string& run_dir, int keep, const TrainingState& 
       first_failed = 0;
     }
   }
-  auto published = at::full({1}, static_cast<int64_t>(first_failed), at::kLong);
+  auto published = at::full({1}, static_cast<int64_t>(first_failed), on_device);
   world.broadcast(published, 0, comm::Traffic::Control)->wait();
   first_failed = static_cast<int>(published.item<int64_t>());
   if (first_failed < 0) return;

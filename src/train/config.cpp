@@ -71,6 +71,7 @@ const std::vector<Binding>& bindings() {
       key_binding("model.vocab_size", &TrainConfig::vocab_size, "vocabulary size; 0 = the data's tokenizer"),
       key_binding("model.dtype", &TrainConfig::dtype, "master weights and optimizer state: float32 | float64"),
       key_binding("model.compute_dtype", &TrainConfig::compute_dtype, "parameters and activations in compute: float32 | bfloat16 | float64"),
+      key_binding("model.device", &TrainConfig::device, "cpu | cuda"),
       key_binding("model.init_from", &TrainConfig::init_from, "initialize from a Hugging Face Llama directory (config.json + model.safetensors)"),
       key_binding("data.dir", &TrainConfig::data_dir, "directory written by fedshard prepare"),
       key_binding("data.seq_len", &TrainConfig::seq_len, "tokens per sequence"),
@@ -95,6 +96,7 @@ const std::vector<Binding>& bindings() {
       key_binding("parallel.activation_checkpointing", &TrainConfig::activation_checkpointing, "auto | on | off (auto: on when parameters are sharded)"),
       key_binding("parallel.ranks_per_node", &TrainConfig::ranks_per_node, "0 = detect nodes; N = emulate nodes of N ranks"),
       key_binding("parallel.threads", &TrainConfig::threads, "intra-op threads per rank; 0 = cores per node / ranks per node"),
+      key_binding("parallel.backend", &TrainConfig::backend, "collectives: auto | mpi (host-staged for cuda) | nccl"),
       key_binding("federation.outer_optimizer", &TrainConfig::outer_optimizer, "fedavg | nesterov"),
       key_binding("federation.outer_lr", &TrainConfig::outer_lr, "outer learning rate (nesterov)"),
       key_binding("federation.outer_momentum", &TrainConfig::outer_momentum, "outer momentum (nesterov)"),
@@ -138,6 +140,9 @@ void validate(const TrainConfig& c) {
   FS_CHECK(one_of(c.dtype, {"float32", "float64"}), "model.dtype must be float32 or float64, got '", c.dtype, "'");
   FS_CHECK(one_of(c.compute_dtype, {"float32", "bfloat16", "float64"}),
            "model.compute_dtype must be float32, bfloat16 or float64, got '", c.compute_dtype, "'");
+  FS_CHECK(one_of(c.device, {"cpu", "cuda"}), "model.device must be cpu or cuda, got '", c.device, "'");
+  FS_CHECK(one_of(c.backend, {"auto", "mpi", "nccl"}), "parallel.backend must be auto, mpi or nccl, got '", c.backend, "'");
+  FS_CHECK(c.backend != "nccl" || c.device == "cuda", "parallel.backend = nccl needs model.device = cuda");
   FS_CHECK(one_of(c.optimizer, {"adamw", "sgd"}), "optim.name must be adamw or sgd, got '", c.optimizer, "'");
   FS_CHECK(c.lr > 0 && std::isfinite(c.lr), "optim.lr must be a positive number, got ", c.lr);
   FS_CHECK(c.min_lr_ratio >= 0 && c.min_lr_ratio <= 1, "optim.min_lr_ratio must be in [0, 1], got ", c.min_lr_ratio);

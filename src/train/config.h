@@ -18,6 +18,7 @@ struct TrainConfig {
   std::string dtype = "float32";          // master weights and optimizer state: float32 | float64
   std::string compute_dtype = "float32";  // gathered parameters and activations: float32 | bfloat16 | float64
   std::string init_from;                  // Hugging Face Llama directory (config.json + model.safetensors)
+  std::string device = "cpu";             // cpu | cuda (rank r uses GPU local_rank % GPUs on its host)
   // [data]
   std::string data_dir = "data/brown";
   int64_t seq_len = 256;
@@ -44,6 +45,7 @@ struct TrainConfig {
   std::string activation_checkpointing = "auto";  // auto (on when parameters are sharded) | on | off
   int64_t ranks_per_node = 0;  // 0: detect; >0 emulate nodes of that many ranks
   int64_t threads = 0;         // intra-op threads per rank; 0: cores per node / ranks per node
+  std::string backend = "auto";  // auto (nccl for cuda in a CUDA build, else mpi) | mpi | nccl
   // [federation]
   std::string outer_optimizer = "fedavg";  // fedavg | nesterov
   double outer_lr = 1.0;

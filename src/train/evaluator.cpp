@@ -12,7 +12,8 @@ EvalResult evaluate(parallel::ShardedModel& model, const data::TokenDataset& val
   const int64_t per_rank = (total + p - 1) / p;
   const int64_t batches = (per_rank + batch_size - 1) / batch_size;
   const int64_t t = val.seq_len();
-  auto sums = at::zeros({2}, at::kDouble);  // loss sum, token count
+  const auto device = model.options().device;
+  auto sums = at::zeros({2}, at::TensorOptions().dtype(at::kDouble).device(device));  // loss sum, token count
   for (int64_t b = 0; b < batches; ++b) {
     std::vector<int64_t> ids;
     std::vector<double> weight;
@@ -21,11 +22,12 @@ EvalResult evaluate(parallel::ShardedModel& model, const data::TokenDataset& val
       ids.push_back(j < total ? j : 0);
       weight.push_back(j < total ? 1.0 : 0.0);
     }
-    auto tokens = val.batch(ids);
+    auto tokens = val.batch(ids).to(device);
     auto logits = model.forward(tokens.narrow(1, 0, t));
     auto flat = logits.reshape({-1, logits.size(-1)}).to(at::kDouble);
-    auto per_token = at::cross_entropy_loss(flat, tokens.narrow(1, 1, t).reshape({-1}), {}, at::Reduction::None);
-    auto w = at::tensor(weight, at::kDouble).repeat_interleave(t);
+    auto per_token =
+        at::cross_entropy_loss(flat, tokens.narrow(1, 1, t).reshape({-1}), {}, at::Reduction::None);
+    auto w = at::tensor(weight, at::kDouble).repeat_interleave(t).to(device);
     sums[0] += (per_token * w).sum();
     sums[1] += w.sum();
   }

@@ -1,6 +1,8 @@
 #include "train/trainer.h"
 
+#include <ATen/Context.h>
 #include <ATen/Parallel.h>
+#include <ATen/detail/CUDAHooksInterface.h>
 #include <sys/resource.h>
 
 #include <chrono>
@@ -46,13 +48,15 @@ at::Tensor decay_mask(parallel::FlatParam& flat, bool decay_all) {
 
 // Peak float32 matmul rate of this rank with its thread count: the denominator of MFU on CPUs, which have
 // no datasheet number that a small GEMM reaches.
-double measure_matmul_flops() {
-  const int64_t n = 512;
-  auto a = at::randn({n, n}), b = at::randn({n, n});
-  at::mm(a, b);  // warm-up
+double measure_matmul_flops(at::Device device) {
+  const int64_t n = device.is_cpu() ? 512 : 4096;
+  auto a = at::randn({n, n}, at::TensorOptions().device(device)), b = at::randn({n, n}, a.options());
+  at::mm(a, b).sum().item<float>();  // warm-up; item() waits for the device
   const int reps = 8;
   const auto t0 = Clock::now();
-  for (int i = 0; i < reps; ++i) at::mm(a, b);
+  at::Tensor c;
+  for (int i = 0; i < reps; ++i) c = at::mm(a, b);
+  c.sum().item<float>();
   const double s = std::chrono::duration<double>(Clock::now() - t0).count();
   return 2.0 * n * n * n * reps / s;
 }
@@ -80,6 +84,14 @@ TrainSetup prepare_training(const TrainConfig& cfg, int world_size, int world_ra
   s.strategy = parallel::parse_strategy(cfg.strategy);
   s.topology = parallel::topology_spec(s.strategy, world_size, static_cast<int>(cfg.group_size),
                                        static_cast<int>(cfg.shard_size), static_cast<int>(cfg.ranks_per_node));
+  FS_CHECK(cfg.device == "cpu" || at::hasCUDA(), "model.device = cuda but this LibTorch has no CUDA or sees no GPU");
+#ifdef FEDSHARD_CUDA
+  const bool nccl_built = true;
+#else
+  const bool nccl_built = false;
+#endif
+  FS_CHECK(cfg.backend != "nccl" || nccl_built, "parallel.backend = nccl needs a build against a CUDA LibTorch");
+  s.topology.backend = cfg.backend == "auto" ? (cfg.device == "cuda" && nccl_built ? "nccl" : "mpi") : cfg.backend;
   s.model = model::preset(cfg.model);
   const auto manifest = data::Manifest::load(cfg.data_dir);
   if (cfg.vocab_size > 0) s.model.vocab_size = cfg.vocab_size;
@@ -145,10 +157,22 @@ struct Trainer::StepResult {
 Trainer::Trainer(TrainSetup setup) : s_(std::move(setup)) {
   const auto& cfg = s_.cfg;
   auto& mpi = comm::MpiRuntime::get();
+  const auto [host_rank, host_ranks] = mpi.host_rank_and_size();
   const int threads = cfg.threads > 0 ? static_cast<int>(cfg.threads)
-                                      : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
-                                                        mpi.ranks_on_this_host());
+                                      : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / host_ranks);
   at::set_num_threads(threads);
+  at::Device device = at::kCPU;
+  if (cfg.device == "cuda") {
+    const int gpus = static_cast<int>(at::detail::getCUDAHooks().getNumGPUs());
+    device = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(host_rank % gpus));
+    // NCCL refuses two ranks on one GPU: that needs the host-staged MPI backend.
+    if (s_.topology.backend == "nccl" && host_ranks > gpus)
+      throw Error(cat(host_ranks, " ranks share ", gpus, " GPU(s) on a host: NCCL needs one rank per GPU; use "
+                      "--set parallel.backend=mpi (host-staged collectives)"))
+          .reported_by(mpi.world_rank() == 0)
+          .everywhere(true);
+    s_.topology.device = device.index();
+  }
   const std::pair<comm::Tier, const std::string*> links[] = {{comm::Tier::Node, &cfg.link_node},
                                                              {comm::Tier::InterNode, &cfg.link_inter_node},
                                                              {comm::Tier::InterGroup, &cfg.link_inter_group}};
@@ -163,6 +187,7 @@ Trainer::Trainer(TrainSetup setup) : s_(std::move(setup)) {
   opts.recompute = cfg.activation_checkpointing == "on" ||
                    (cfg.activation_checkpointing == "auto" && layout.shard_size > 1);
   opts.reshard_after_forward = cfg.reshard_after_forward;
+  opts.device = device;
   model_ = std::make_unique<model::Llama>(s_.model, opts.master_dtype, /*materialize=*/false);
   if (!s_.init_from.empty()) {
     const SafetensorsFile weights((std::filesystem::path(s_.init_from) / "model.safetensors").string());
@@ -220,7 +245,7 @@ Trainer::Trainer(TrainSetup setup) : s_(std::move(setup)) {
     steps_since_sync_ = st.steps_since_sync;
   }
 
-  peak_flops_ = cfg.peak_flops > 0 ? cfg.peak_flops : measure_matmul_flops();
+  peak_flops_ = cfg.peak_flops > 0 ? cfg.peak_flops : measure_matmul_flops(device);
   resolved_ = cfg.to_json();
   resolved_["resolved"] = {{"strategy", s_.strategy.name()},
                             {"world", layout.world},
@@ -281,7 +306,7 @@ Trainer::StepResult Trainer::train_step(int64_t step) {
   const auto t0 = Clock::now();
   const auto comm0 = comm::Ledger::instance().snapshot();
   const int64_t t = s_.cfg.seq_len;
-  auto batch = s_.train->batch(sampler_->windows(step - 1, sampler_reader_));
+  auto batch = s_.train->batch(sampler_->windows(step - 1, sampler_reader_)).to(sharded_->options().device);
   auto logits = sharded_->forward(batch.narrow(1, 0, t));
   auto loss = model::next_token_loss(logits, batch.narrow(1, 1, t));
   loss.backward();
@@ -407,9 +432,10 @@ TrainSummary Trainer::run() {
   const double wall = std::chrono::duration<double>(Clock::now() - start).count();
   const auto comm_total = comm::Ledger::instance().snapshot() - comm_start;
   // Peak memory of every rank, for the memory comparison between strategies.
-  auto rss = at::zeros({topo_->layout().world}, at::kDouble);
+  auto rss = at::zeros({topo_->layout().world}, at::TensorOptions().dtype(at::kDouble).device(sharded_->options().device));
   rss[topo_->world_rank()] = peak_rss_mb();
   topo_->world().all_reduce(rss, comm::ReduceOp::Sum, comm::Traffic::Control)->wait();
+  rss = rss.to(at::kCPU);
 
   TrainSummary summary;
   summary.steps = cfg.steps;

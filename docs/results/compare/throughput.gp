@@ -6,7 +6,7 @@ set xtics rotate by -25
 set grid ytics
 set yrange [0:*]
 set bmargin 6
-set ylabel 'tokens/s (median step)'
+set ylabel 'tokens/s'
 plot "docs/results/compare/runs.dat" using 0:2:xtic(1) with boxes notitle
 unset output
 set terminal svg size 900,560 font 'sans,10'
@@ -17,6 +17,6 @@ set xtics rotate by -25
 set grid ytics
 set yrange [0:*]
 set bmargin 6
-set ylabel 'tokens/s (median step)'
+set ylabel 'tokens/s'
 plot "docs/results/compare/runs.dat" using 0:2:xtic(1) with boxes notitle
 unset output

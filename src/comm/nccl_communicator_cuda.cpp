@@ -1,0 +1,151 @@
+// Compiled only with FEDSHARD_CUDA (CMake drops *_cuda.cpp otherwise).
+#include "comm/nccl_communicator.h"
+
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <chrono>
+
+#include "comm/link_emulation.h"
+#include "comm/mpi_communicator.h"
+#include "util/error.h"
+
+namespace fedshard::comm {
+
+namespace {
+
+void nccl_check(ncclResult_t r, const char* call) {
+  if (r != ncclSuccess) throw std::runtime_error(cat(call, ": ", ncclGetErrorString(r)));
+}
+
+void cuda_check(cudaError_t r, const char* call) {
+  if (r != cudaSuccess) throw std::runtime_error(cat(call, ": ", cudaGetErrorString(r)));
+}
+
+ncclDataType_t nccl_type(const at::Tensor& t) {
+  switch (t.scalar_type()) {
+    case at::kFloat: return ncclFloat32;
+    case at::kDouble: return ncclFloat64;
+    case at::kBFloat16: return ncclBfloat16;
+    case at::kHalf: return ncclFloat16;
+    case at::kLong: return ncclInt64;
+    case at::kInt: return ncclInt32;
+    case at::kByte: return ncclUint8;
+    default: throw std::logic_error(cat("no NCCL type for ", t.dtype().name()));
+  }
+}
+
+void check_buffer(const at::Tensor& t) {
+  FS_ASSERT(t.defined() && t.is_contiguous() && t.is_cuda(), "NCCL collective buffers must be contiguous CUDA tensors");
+}
+
+// Completion on the comm stream: finish the handle, account the bytes. Host functions must not call CUDA.
+struct Completion {
+  WorkHandle work;
+  std::string comm;
+  Tier tier;
+  Traffic traffic;
+  Collective kind;
+  double full_bytes;
+  int ranks;
+  Work::Clock::time_point start;
+};
+
+void CUDART_CB complete(void* p) {
+  std::unique_ptr<Completion> c(static_cast<Completion*>(p));
+  const auto end = Work::Clock::now();
+  const auto release = LinkEmulator::instance().release_time(c->tier, c->kind, c->full_bytes, c->ranks, c->start, end);
+  Tally t;
+  t.bus_bytes = ring_bus_bytes(c->kind, c->full_bytes, c->ranks);
+  t.payload_bytes = c->full_bytes;
+  t.calls = 1;
+  t.seconds = std::chrono::duration<double>(end - c->start).count();
+  t.emulated_seconds = std::chrono::duration<double>(release - end).count();
+  Ledger::instance().record(c->comm, c->tier, c->traffic, t);
+  c->work->finish(release);
+}
+
+}  // namespace
+
+NcclCommunicator::NcclCommunicator(MPI_Comm comm, std::string name, Tier tier, int device)
+    : Communicator(std::move(name), tier,
+                   [&] {
+                     int r = 0;
+                     MPI_Comm_rank(comm, &r);
+                     return r;
+                   }(),
+                   world_ranks_of(comm)),
+      device_(device) {
+  cuda_check(cudaSetDevice(device_), "cudaSetDevice");
+  ncclUniqueId id;
+  if (rank() == 0) nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId");
+  FS_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, comm) == MPI_SUCCESS, "MPI_Bcast of the NCCL id failed");
+  nccl_check(ncclCommInitRank(&comm_, size(), id, rank()), "ncclCommInitRank");
+  cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  cuda_check(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  if (stream_) cudaStreamSynchronize(stream_);
+  if (comm_) ncclCommDestroy(comm_);
+  if (ready_) cudaEventDestroy(ready_);
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+WorkHandle NcclCommunicator::launch(Collective c, const std::vector<at::Tensor>& buffers, double full_bytes,
+                                    Traffic k, const std::function<ncclResult_t(cudaStream_t)>& op) {
+  auto work = std::make_shared<Work>(describe(c, buffers.front()));
+  // The comm stream starts after everything queued so far on the caller's stream (the buffers' producers).
+  const cudaStream_t caller = c10::cuda::getCurrentCUDAStream(device_).stream();
+  cuda_check(cudaEventRecord(ready_, caller), "cudaEventRecord");
+  cuda_check(cudaStreamWaitEvent(stream_, ready_, 0), "cudaStreamWaitEvent");
+  const auto start = Work::Clock::now();
+  nccl_check(op(stream_), collective_name(c));
+  // The caching allocator must not hand these blocks out again before the comm stream is done with them.
+  const auto comm_stream = c10::cuda::getStreamFromExternal(stream_, device_);
+  for (const auto& b : buffers) c10::cuda::CUDACachingAllocator::recordStream(b.storage().data_ptr(), comm_stream);
+  auto* done = new Completion{work, name(), tier(), k, c, full_bytes, size(), start};
+  cuda_check(cudaLaunchHostFunc(stream_, complete, done), "cudaLaunchHostFunc");
+  return work;
+}
+
+WorkHandle NcclCommunicator::all_gather(const at::Tensor& in, const at::Tensor& out, Traffic k) {
+  check_buffer(in);
+  check_buffer(out);
+  FS_ASSERT(out.numel() == in.numel() * size() && in.scalar_type() == out.scalar_type(), "all_gather sizes");
+  return launch(Collective::AllGather, {in, out}, static_cast<double>(out.nbytes()), k, [&](cudaStream_t s) {
+    return ncclAllGather(in.data_ptr(), out.data_ptr(), in.numel(), nccl_type(in), comm_, s);
+  });
+}
+
+WorkHandle NcclCommunicator::reduce_scatter(const at::Tensor& in, const at::Tensor& out, ReduceOp op, Traffic k) {
+  check_buffer(in);
+  check_buffer(out);
+  FS_ASSERT(in.numel() == out.numel() * size() && in.scalar_type() == out.scalar_type(), "reduce_scatter sizes");
+  return launch(Collective::ReduceScatter, {in, out}, static_cast<double>(in.nbytes()), k, [&](cudaStream_t s) {
+    return ncclReduceScatter(in.data_ptr(), out.data_ptr(), out.numel(), nccl_type(in),
+                             op == ReduceOp::Mean ? ncclAvg : ncclSum, comm_, s);
+  });
+}
+
+WorkHandle NcclCommunicator::all_reduce(const at::Tensor& inout, ReduceOp op, Traffic k) {
+  check_buffer(inout);
+  return launch(Collective::AllReduce, {inout}, static_cast<double>(inout.nbytes()), k, [&](cudaStream_t s) {
+    return ncclAllReduce(inout.data_ptr(), inout.data_ptr(), inout.numel(), nccl_type(inout),
+                         op == ReduceOp::Mean ? ncclAvg : ncclSum, comm_, s);
+  });
+}
+
+WorkHandle NcclCommunicator::broadcast(const at::Tensor& inout, int root, Traffic k) {
+  check_buffer(inout);
+  return launch(Collective::Broadcast, {inout}, static_cast<double>(inout.nbytes()), k, [&](cudaStream_t s) {
+    return ncclBroadcast(inout.data_ptr(), inout.data_ptr(), inout.numel(), nccl_type(inout), root, comm_, s);
+  });
+}
+
+WorkHandle NcclCommunicator::barrier() {
+  auto token = at::zeros({1}, at::TensorOptions().dtype(at::kInt).device(at::kCUDA, device_));
+  return all_reduce(token, ReduceOp::Sum, Traffic::Control);
+}
+
+}  // namespace fedshard::comm
