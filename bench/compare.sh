@@ -30,7 +30,7 @@ runs=()
 for s in ddp fsdp hsdp fl-fsdp fl-hsdp; do
   echo "== $s" >&2
   out=runs/compare-$s
-  "${mpirun[@]}" "${common[@]}" ${spec[$s]} --steps "$steps" --eval-every 0 "${link_flags[@]}" --out "$out" >/dev/null 2>&1
+  "${mpirun[@]}" "${common[@]}" ${spec[$s]} --steps "$steps" --eval-every 8 "${link_flags[@]}" --out "$out" >/dev/null 2>&1
   read -r compute optimizer < <(/usr/bin/python3 -c "
 import json, statistics
 s = [json.loads(l) for l in open('$out/metrics.jsonl') if '\"type\":\"step\"' in l and json.loads(l)['step'] >= 3]

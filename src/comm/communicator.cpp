@@ -1,5 +1,8 @@
 #include "comm/communicator.h"
 
+#include <chrono>
+
+#include "comm/link_emulation.h"
 #include "util/error.h"
 
 namespace fedshard::comm {
@@ -31,6 +34,20 @@ double ring_bus_bytes(Collective c, double full_bytes, int p) {
 int ring_steps(Collective c, int p) {
   if (p <= 1) return 0;
   return c == Collective::AllReduce ? 2 * (p - 1) : p - 1;
+}
+
+Work::Clock::time_point record_completion(const std::string& comm, Tier tier, Traffic k, Collective c,
+                                          double full_bytes, int p, Work::Clock::time_point t0,
+                                          Work::Clock::time_point t1) {
+  const auto release = LinkEmulator::instance().release_time(tier, c, full_bytes, p, t0, t1);
+  Tally tally;
+  tally.bus_bytes = ring_bus_bytes(c, full_bytes, p);
+  tally.payload_bytes = full_bytes;
+  tally.calls = 1;
+  tally.seconds = std::chrono::duration<double>(t1 - t0).count();
+  tally.emulated_seconds = std::chrono::duration<double>(release - t1).count();
+  Ledger::instance().record(comm, tier, k, tally);
+  return release;
 }
 
 std::string Communicator::describe(Collective c, const at::Tensor& t) const {

@@ -5,7 +5,6 @@
 #include <chrono>
 #include <thread>
 
-#include "comm/link_emulation.h"
 #include "comm/mpi_runtime.h"
 #include "util/error.h"
 
@@ -81,6 +80,12 @@ void wait_request(MPI_Request* req) {
 
 }  // namespace
 
+int rank_in(MPI_Comm comm) {
+  int r = 0;
+  MPI_Comm_rank(comm, &r);
+  return r;
+}
+
 std::vector<int> world_ranks_of(MPI_Comm comm) {
   int size = 0, me = 0;
   MPI_Comm_size(comm, &size);
@@ -92,11 +97,7 @@ std::vector<int> world_ranks_of(MPI_Comm comm) {
 
 MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string name, Tier tier)
     : Communicator(std::move(name), tier,
-                   [&] {
-                     int r = 0;
-                     MPI_Comm_rank(comm, &r);
-                     return r;
-                   }(),
+                   rank_in(comm),
                    world_ranks_of(comm)),
       comm_(comm) {
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
@@ -126,16 +127,7 @@ WorkHandle MpiCommunicator::launch(Collective c, const at::Tensor& t, double ful
       start(&req);
       wait_request(&req);
       finish();
-      const auto t1 = Work::Clock::now();
-      const auto release = LinkEmulator::instance().release_time(tier, c, full_bytes, p, t0, t1);
-      Tally tally;
-      tally.bus_bytes = ring_bus_bytes(c, full_bytes, p);
-      tally.payload_bytes = full_bytes;
-      tally.calls = 1;
-      tally.seconds = std::chrono::duration<double>(t1 - t0).count();
-      tally.emulated_seconds = std::chrono::duration<double>(release - t1).count();
-      Ledger::instance().record(comm_name, tier, k, tally);
-      work->finish(release);
+      work->finish(record_completion(comm_name, tier, k, c, full_bytes, p, t0, Work::Clock::now()));
     } catch (...) {
       work->fail(std::current_exception());
     }

@@ -31,6 +31,7 @@ class MpiCommunicator : public Communicator {
   MPI_Comm comm_;
 };
 
+int rank_in(MPI_Comm comm);
 // Every rank's world rank in `comm`, in comm-rank order (collective over comm).
 std::vector<int> world_ranks_of(MPI_Comm comm);
 

@@ -6,7 +6,6 @@
 
 #include <chrono>
 
-#include "comm/link_emulation.h"
 #include "comm/mpi_communicator.h"
 #include "util/error.h"
 
@@ -53,27 +52,15 @@ struct Completion {
 
 void CUDART_CB complete(void* p) {
   std::unique_ptr<Completion> c(static_cast<Completion*>(p));
-  const auto end = Work::Clock::now();
-  const auto release = LinkEmulator::instance().release_time(c->tier, c->kind, c->full_bytes, c->ranks, c->start, end);
-  Tally t;
-  t.bus_bytes = ring_bus_bytes(c->kind, c->full_bytes, c->ranks);
-  t.payload_bytes = c->full_bytes;
-  t.calls = 1;
-  t.seconds = std::chrono::duration<double>(end - c->start).count();
-  t.emulated_seconds = std::chrono::duration<double>(release - end).count();
-  Ledger::instance().record(c->comm, c->tier, c->traffic, t);
-  c->work->finish(release);
+  c->work->finish(
+      record_completion(c->comm, c->tier, c->traffic, c->kind, c->full_bytes, c->ranks, c->start, Work::Clock::now()));
 }
 
 }  // namespace
 
 NcclCommunicator::NcclCommunicator(MPI_Comm comm, std::string name, Tier tier, int device)
     : Communicator(std::move(name), tier,
-                   [&] {
-                     int r = 0;
-                     MPI_Comm_rank(comm, &r);
-                     return r;
-                   }(),
+                   rank_in(comm),
                    world_ranks_of(comm)),
       device_(device) {
   cuda_check(cudaSetDevice(device_), "cudaSetDevice");

@@ -18,9 +18,9 @@ void decay(const ParamSlice& s, double lr, double wd) {
 
 }  // namespace
 
-AdamW::AdamW(const OptimizerConfig& cfg, std::vector<ParamSlice> slices) : cfg_(cfg), slices_(std::move(slices)) {
-  for (const auto& s : slices_)
-    state_.push_back({{"exp_avg", at::zeros_like(s.param)}, {"exp_avg_sq", at::zeros_like(s.param)}});
+AdamW::AdamW(const OptimizerConfig& cfg, std::vector<ParamSlice> slices) : Optimizer(cfg, std::move(slices)) {
+  for (size_t i = 0; i < slices_.size(); ++i)
+    state_[i] = {{"exp_avg", at::zeros_like(slices_[i].param)}, {"exp_avg_sq", at::zeros_like(slices_[i].param)}};
 }
 
 void AdamW::step(double lr) {
@@ -40,11 +40,9 @@ void AdamW::step(double lr) {
   }
 }
 
-Sgd::Sgd(const OptimizerConfig& cfg, std::vector<ParamSlice> slices) : cfg_(cfg), slices_(std::move(slices)) {
-  for (const auto& s : slices_) {
-    state_.emplace_back();
-    if (cfg_.momentum > 0) state_.back()["momentum_buffer"] = at::zeros_like(s.param);
-  }
+Sgd::Sgd(const OptimizerConfig& cfg, std::vector<ParamSlice> slices) : Optimizer(cfg, std::move(slices)) {
+  if (cfg_.momentum > 0)
+    for (size_t i = 0; i < slices_.size(); ++i) state_[i]["momentum_buffer"] = at::zeros_like(slices_[i].param);
 }
 
 void Sgd::step(double lr) {

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace fedshard::train {
@@ -28,12 +29,20 @@ struct OptimizerConfig {
 
 class Optimizer {
  public:
+  Optimizer(const OptimizerConfig& cfg, std::vector<ParamSlice> slices)
+      : cfg_(cfg), slices_(std::move(slices)), state_(slices_.size()) {}
   virtual ~Optimizer() = default;
   virtual void step(double lr) = 0;
-  virtual int64_t steps() const = 0;
+  int64_t steps() const { return steps_; }
+  void set_steps(int64_t steps) { steps_ = steps; }
   // Per-slice state tensors by name (e.g. "exp_avg"), for checkpoints and federation's state policies.
-  virtual std::vector<std::map<std::string, at::Tensor>>& state() = 0;
-  virtual void set_steps(int64_t steps) = 0;
+  std::vector<std::map<std::string, at::Tensor>>& state() { return state_; }
+
+ protected:
+  OptimizerConfig cfg_;
+  std::vector<ParamSlice> slices_;
+  std::vector<std::map<std::string, at::Tensor>> state_;
+  int64_t steps_ = 0;
 };
 
 // Throws fedshard::Error on an unknown optimizer name.

@@ -81,11 +81,11 @@ std::string read_file(const std::string& path) {
   return data;
 }
 
-void write_file_atomically(const std::string& path, std::string_view contents) {
+void write_file_atomically(const std::string& path, const std::function<void(const UniqueFd&)>& write) {
   const std::string tmp = path + ".tmp";
   try {
     UniqueFd f = open_file(tmp, O_WRONLY | O_CREAT | O_TRUNC);
-    write_all(f, contents.data(), contents.size());
+    write(f);
     sync_file(f);
     f.close();
     rename_file(tmp, path);
@@ -95,6 +95,10 @@ void write_file_atomically(const std::string& path, std::string_view contents) {
   }
   const auto parent = std::filesystem::path(path).parent_path();
   sync_dir(parent.empty() ? "." : parent.string());
+}
+
+void write_file_atomically(const std::string& path, std::string_view contents) {
+  write_file_atomically(path, [&](const UniqueFd& f) { write_all(f, contents.data(), contents.size()); });
 }
 
 void sync_dir(const std::string& dir) {

@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -36,8 +37,9 @@ void sync_file(const UniqueFd& f);
 void rename_file(const std::string& from, const std::string& to);
 std::string read_file(const std::string& path);
 
-// Writes path.tmp, fsyncs it, renames it onto path and fsyncs the directory: readers see the old file or the
-// whole new one, also after a power loss.
+// Runs `write` on path.tmp, fsyncs it, renames it onto path and fsyncs the directory: readers see the old
+// file or the whole new one, also after a power loss. On failure path.tmp is removed and path is untouched.
+void write_file_atomically(const std::string& path, const std::function<void(const UniqueFd&)>& write);
 void write_file_atomically(const std::string& path, std::string_view contents);
 // fsyncs a directory so renames inside it are durable (best effort where directories cannot be opened).
 void sync_dir(const std::string& dir);

@@ -72,10 +72,8 @@ uint64_t write_safetensors(const std::string& path, const std::vector<std::pair<
   unsigned char size_le[8];
   for (int i = 0; i < 8; ++i) size_le[i] = static_cast<unsigned char>(n >> (8 * i));
 
-  const std::string tmp = path + ".tmp";
   uint64_t checksum = kFnv1aOffset;
-  try {
-    UniqueFd f = open_file(tmp, O_WRONLY | O_CREAT | O_TRUNC);
+  write_file_atomically(path, [&](const UniqueFd& f) {
     write_all(f, size_le, 8);
     write_all(f, json.data(), json.size());
     checksum = fnv1a64(size_le, 8, checksum);
@@ -84,15 +82,7 @@ uint64_t write_safetensors(const std::string& path, const std::vector<std::pair<
       write_all(f, t.data_ptr(), t.nbytes());
       checksum = fnv1a64(t.data_ptr(), t.nbytes(), checksum);
     }
-    sync_file(f);
-    f.close();
-    rename_file(tmp, path);
-  } catch (const Error&) {
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  const auto parent = std::filesystem::path(path).parent_path();
-  sync_dir(parent.empty() ? "." : parent.string());
+  });
   return checksum;
 }
 

@@ -4,7 +4,6 @@ set grid
 set key top right
 set xlabel 'tokens (global)'
 set ylabel 'validation perplexity'
-set logscale y
 plot "docs/results/federation/eval_0.dat" using 1:3 with linespoints title "fsdp", "docs/results/federation/eval_1.dat" using 1:3 with linespoints title "hsdp H=2", "docs/results/federation/eval_2.dat" using 1:3 with linespoints title "fl-fsdp S=2 K=8 iid", "docs/results/federation/eval_3.dat" using 1:3 with linespoints title "fl-hsdp S=4 H=2 K=8 iid", "docs/results/federation/eval_4.dat" using 1:3 with linespoints title "fl-fsdp S=2 K=8 by-source", "docs/results/federation/eval_5.dat" using 1:3 with linespoints title "fl-hsdp S=4 H=2 K=8 by-source"
 unset output
 set terminal svg size 900,560 font 'sans,10'
@@ -13,6 +12,5 @@ set grid
 set key top right
 set xlabel 'tokens (global)'
 set ylabel 'validation perplexity'
-set logscale y
 plot "docs/results/federation/eval_0.dat" using 1:3 with linespoints title "fsdp", "docs/results/federation/eval_1.dat" using 1:3 with linespoints title "hsdp H=2", "docs/results/federation/eval_2.dat" using 1:3 with linespoints title "fl-fsdp S=2 K=8 iid", "docs/results/federation/eval_3.dat" using 1:3 with linespoints title "fl-hsdp S=4 H=2 K=8 iid", "docs/results/federation/eval_4.dat" using 1:3 with linespoints title "fl-fsdp S=2 K=8 by-source", "docs/results/federation/eval_5.dat" using 1:3 with linespoints title "fl-hsdp S=4 H=2 K=8 by-source"
 unset output
