@@ -41,3 +41,25 @@ print(statistics.median(x['time_s']['compute'] for x in s), statistics.median(x[
   runs+=("$out")
 done
 "$build/fedshard" report "${runs[@]}" --out docs/results/compare | grep '^|'
+# Bytes: every step line's measured bytes per tier against the plan's per-step bytes, plus one round on
+# aggregation steps (plan.json amortises the round over K in bytes_per_step).
+/usr/bin/python3 - "${runs[@]}" <<'PY'
+import json, sys
+bad = 0
+for run in sys.argv[1:]:
+    plan = json.load(open(f"{run}/plan.json"))["plans"][0]
+    k = plan.get("sync_every") or 1
+    lines = [json.loads(l) for l in open(f"{run}/metrics.jsonl")]
+    steps = [s for s in lines if s["type"] == "step"]
+    diffs = []
+    for s in steps:
+        for tier, measured in s["bytes"].items():
+            expected = plan["bytes_per_step"][tier] - plan["bytes_per_round"][tier] / k
+            if s["aggregated"]:
+                expected += plan["bytes_per_round"][tier]
+            if abs(measured - expected) > 0.5:
+                diffs.append(f"step {s['step']} {tier}: measured {measured:.0f}, predicted {expected:.0f}")
+    print(f"{run}: bytes per tier {'exact' if not diffs else 'DIFFER'} on {len(steps)} step lines", *diffs[:3], sep="\n  ")
+    bad += bool(diffs)
+sys.exit(1 if bad else 0)
+PY

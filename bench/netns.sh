@@ -12,6 +12,7 @@ set -euo pipefail
 build=$(cd "${1:-build}" && pwd)
 steps=${2:-20}
 mbit=${3:-100}
+queue=${TBF_QUEUE:-400ms}  # how long a packet may wait in the shaper's queue (its buffer size)
 cd "$(dirname "$0")/.."
 [ -f data/brown/manifest.json ] || { echo "run make demo (or scripts/fetch-brown.sh + prepare-brown.sh) first" >&2; exit 1; }
 rpn=${4:-2}
@@ -36,8 +37,8 @@ for n in $(seq 0 $((nodes - 1))); do
   ip netns exec "fsn$n" ip link set eth0 up
   ip netns exec "fsn$n" ip link set lo up
   # Both directions of the node's link: egress in the namespace, and egress of the bridge port towards it.
-  ip netns exec "fsn$n" tc qdisc add dev eth0 root tbf rate "${mbit}mbit" burst 64kb latency 400ms
-  tc qdisc add dev "fsv$n" root tbf rate "${mbit}mbit" burst 64kb latency 400ms
+  ip netns exec "fsn$n" tc qdisc add dev eth0 root tbf rate "${mbit}mbit" burst 64kb latency "$queue"
+  tc qdisc add dev "fsv$n" root tbf rate "${mbit}mbit" burst 64kb latency "$queue"
 done
 
 wrap=$(mktemp)

@@ -81,16 +81,20 @@ TEST(Collectives, MatchHandComputedValuesIncludingPadding) {
     for (int i = 0; i < n; ++i) EXPECT_EQ(rs_out[i].item<double>(), p * (r * n + i) + rank_sum);
     w.reduce_scatter(rs_in, rs_out, comm::ReduceOp::Mean)->wait();
     for (int i = 0; i < n; ++i) EXPECT_DOUBLE_EQ(rs_out[i].item<double>(), (p * (r * n + i) + rank_sum) / p);
-    // all_reduce, async: start two, wait in reverse order.
-    auto a = at::full({n}, r + 1.0, at::kDouble);
-    auto b = at::full({n}, 2.0 * (r + 1), at::kFloat);
-    auto wa = w.all_reduce(a, comm::ReduceOp::Sum);
-    auto wb = w.all_reduce(b, comm::ReduceOp::Mean);
-    wb->wait();
-    wa->wait();
-    EXPECT_EQ(a[0].item<double>(), p * (p + 1) / 2.0);
-    EXPECT_FLOAT_EQ(b[n - 1].item<float>(), (p + 1.0f));
-    // bf16 all_reduce sums in float32: 1.5 * p is exact in bf16 for p <= 8.
+    EXPECT_TRUE(rs_in.equal(at::arange(n * p, at::kDouble) + r)) << "reduce_scatter modified its input";
+    // all_reduce, async: start two, wait in reverse order. Lengths that p does not divide, and fewer
+    // elements than ranks, leave some ring segments short or empty.
+    for (int len : {n, n * p + 1}) {
+      auto a = at::arange(len, at::kDouble) + r;
+      auto b = at::full({len}, 2.0 * (r + 1), at::kFloat);
+      auto wa = w.all_reduce(a, comm::ReduceOp::Sum);
+      auto wb = w.all_reduce(b, comm::ReduceOp::Mean);
+      wb->wait();
+      wa->wait();
+      for (int i = 0; i < len; ++i) EXPECT_EQ(a[i].item<double>(), p * i + rank_sum) << "len " << len << " i " << i;
+      for (int i = 0; i < len; ++i) EXPECT_FLOAT_EQ(b[i].item<float>(), p + 1.0f);
+    }
+    // bf16 all_reduce: 1.5 * k is exact in bf16 for every partial sum k <= 8.
     auto h = at::full({n}, 1.5, at::kBFloat16);
     w.all_reduce(h, comm::ReduceOp::Sum)->wait();
     EXPECT_EQ(h[0].item<float>(), 1.5f * p);

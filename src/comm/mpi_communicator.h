@@ -1,8 +1,14 @@
-// Communicator over an MPI communicator for CPU tensors. Collectives are started as non-blocking MPI calls
-// on the process's comm thread, which polls them to completion (docs/perf.md: why not the training thread).
+// Communicator over an MPI communicator for CPU tensors (device tensors are staged through host copies). Each
+// collective runs on the process's comm thread (docs/perf.md: why not the training thread): all-gather,
+// reduce-scatter and all-reduce as rings of non-blocking point-to-point messages (mpi_ops.h: why not MPI's
+// own), broadcast and barrier as non-blocking MPI collectives.
 #pragma once
 
 #include <mpi.h>
+
+#include <functional>
+#include <string>
+#include <vector>
 
 #include "comm/communicator.h"
 
@@ -23,10 +29,9 @@ class MpiCommunicator : public Communicator {
   MPI_Comm mpi_comm() const { return comm_; }
 
  private:
-  // Runs `start` (which issues one non-blocking MPI call into `req`) on the comm thread, polls it, runs
-  // `finish`, records the bytes. Size-1 communicators run synchronously and record nothing.
-  WorkHandle launch(Collective c, const at::Tensor& t, double full_bytes, Traffic k,
-                    std::function<void(MPI_Request*)> start, std::function<void()> finish);
+  // Runs `run` (the whole collective, blocking) on the comm thread and records it. Size-1 communicators run
+  // it synchronously and record nothing.
+  WorkHandle launch(Collective c, const at::Tensor& t, double full_bytes, Traffic k, std::function<void()> run);
 
   MPI_Comm comm_;
 };
