@@ -1,8 +1,13 @@
 // Communicator over NCCL for CUDA tensors (built only when the LibTorch found has CUDA: FEDSHARD_CUDA).
-// The NCCL unique id travels over the MPI sub-communicator that defines the members, so every fedshard
-// communicator (group, shard, replica, cross) has an NCCL twin with the same ranks. Collectives run on a
-// dedicated CUDA stream that first waits for the caller's current stream; a host callback on that stream
-// completes the Work handle and records the bytes, so wait() returns once the result is in place.
+// The world communicator is made from an NCCL unique id broadcast over MPI; every other one (group, shard,
+// replica, cross) is split from it with ncclCommSplit, with the same colour and key as its MPI twin.
+//
+// Ordering: all communicators of a rank share one comm stream, so collectives run in submission order, as
+// the CPU backend's comm thread runs them (a replica all-reduce reads what the shard reduce-scatter before it
+// wrote into the same buffer). Each launch makes the comm stream wait for the caller's stream (the buffers'
+// producers); Work::wait makes the caller's stream wait for the collective's event, without blocking the
+// host, so kernel launches are not stalled at every unit. A host callback on the comm stream completes the
+// handle and records the bytes. Barriers, and collectives on a link-emulated tier, do block the host.
 #pragma once
 
 #ifdef FEDSHARD_CUDA
@@ -11,14 +16,30 @@
 #include <mpi.h>
 #include <nccl.h>
 
+#include <functional>
+#include <memory>
+
 #include "comm/communicator.h"
 
 namespace fedshard::comm {
 
+// The rank's one comm stream, shared by all its NCCL communicators.
+struct CommStream {
+  explicit CommStream(int device);
+  ~CommStream();
+  CommStream(const CommStream&) = delete;
+  CommStream& operator=(const CommStream&) = delete;
+  int device;
+  cudaStream_t stream = nullptr;
+};
+
 class NcclCommunicator : public Communicator {
  public:
-  // Collective over `comm` (not taken over: the caller keeps and frees it). `device`: this rank's GPU.
+  // The world communicator over `comm`'s members (collective over `comm`, which the caller keeps and frees).
   NcclCommunicator(MPI_Comm comm, std::string name, Tier tier, int device);
+  // A sub-communicator of `parent` (collective over every member of parent): the ranks that pass the same
+  // colour, ordered by key; `comm` is its MPI twin (same members), used only to learn them.
+  NcclCommunicator(NcclCommunicator& parent, int color, int key, MPI_Comm comm, std::string name, Tier tier);
   ~NcclCommunicator() override;
 
   WorkHandle all_gather(const at::Tensor& in, const at::Tensor& out, Traffic k) override;
@@ -29,12 +50,11 @@ class NcclCommunicator : public Communicator {
 
  private:
   WorkHandle launch(Collective c, const std::vector<at::Tensor>& buffers, double full_bytes, Traffic k,
-                    const std::function<ncclResult_t(cudaStream_t)>& op);
+                    bool host_blocking, const std::function<ncclResult_t(cudaStream_t)>& op);
 
   ncclComm_t comm_ = nullptr;
-  cudaStream_t stream_ = nullptr;
-  cudaEvent_t ready_ = nullptr;
-  int device_ = 0;
+  std::shared_ptr<CommStream> stream_;
+  cudaEvent_t ready_ = nullptr;  // the caller's stream at launch, for the comm stream to wait on
 };
 
 }  // namespace fedshard::comm

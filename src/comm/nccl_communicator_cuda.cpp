@@ -4,8 +4,7 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAStream.h>
 
-#include <chrono>
-
+#include "comm/link_emulation.h"
 #include "comm/mpi_communicator.h"
 #include "util/error.h"
 
@@ -38,6 +37,32 @@ void check_buffer(const at::Tensor& t) {
   FS_ASSERT(t.defined() && t.is_contiguous() && t.is_cuda(), "NCCL collective buffers must be contiguous CUDA tensors");
 }
 
+// A collective's handle: waiting orders the caller's current stream after the collective's event. The host
+// blocks only when asked to (barriers) or when the tier is link-emulated (the hold is a host-side clock).
+class NcclWork : public Work {
+ public:
+  NcclWork(std::string what, int device, bool host_blocking) : Work(std::move(what)), device_(device),
+                                                                host_blocking_(host_blocking) {
+    cuda_check(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  }
+  ~NcclWork() override { cudaEventDestroy(done_); }
+  cudaEvent_t event() const { return done_; }
+
+  void wait() override {
+    if (host_blocking_) {
+      Work::wait();
+      return;
+    }
+    cuda_check(cudaStreamWaitEvent(c10::cuda::getCurrentCUDAStream(device_).stream(), done_, 0),
+               "cudaStreamWaitEvent");
+  }
+
+ private:
+  cudaEvent_t done_ = nullptr;
+  int device_;
+  bool host_blocking_;
+};
+
 // Completion on the comm stream: finish the handle, account the bytes. Host functions must not call CUDA.
 struct Completion {
   WorkHandle work;
@@ -58,41 +83,62 @@ void CUDART_CB complete(void* p) {
 
 }  // namespace
 
+CommStream::CommStream(int dev) : device(dev) {
+  cuda_check(cudaSetDevice(device), "cudaSetDevice");
+  cuda_check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+}
+
+CommStream::~CommStream() {
+  cudaStreamSynchronize(stream);
+  cudaStreamDestroy(stream);
+}
+
 NcclCommunicator::NcclCommunicator(MPI_Comm comm, std::string name, Tier tier, int device)
-    : Communicator(std::move(name), tier,
-                   rank_in(comm),
-                   world_ranks_of(comm)),
-      device_(device) {
-  cuda_check(cudaSetDevice(device_), "cudaSetDevice");
+    : Communicator(std::move(name), tier, rank_in(comm), world_ranks_of(comm)),
+      stream_(std::make_shared<CommStream>(device)) {
   ncclUniqueId id;
   if (rank() == 0) nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId");
   FS_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, comm) == MPI_SUCCESS, "MPI_Bcast of the NCCL id failed");
   nccl_check(ncclCommInitRank(&comm_, size(), id, rank()), "ncclCommInitRank");
-  cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  cuda_check(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+}
+
+NcclCommunicator::NcclCommunicator(NcclCommunicator& parent, int color, int key, MPI_Comm comm, std::string name,
+                                   Tier tier)
+    : Communicator(std::move(name), tier, rank_in(comm), world_ranks_of(comm)), stream_(parent.stream_) {
+  cuda_check(cudaSetDevice(stream_->device), "cudaSetDevice");
+  nccl_check(ncclCommSplit(parent.comm_, color, key, &comm_, nullptr), "ncclCommSplit");
+  int nccl_size = 0, nccl_rank = 0;
+  nccl_check(ncclCommCount(comm_, &nccl_size), "ncclCommCount");
+  nccl_check(ncclCommUserRank(comm_, &nccl_rank), "ncclCommUserRank");
+  FS_ASSERT(nccl_size == size() && nccl_rank == rank(), "NCCL split of '", this->name(), "' disagrees with MPI's: rank ",
+            nccl_rank, " of ", nccl_size, " vs ", rank(), " of ", size());
   cuda_check(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
 }
 
 NcclCommunicator::~NcclCommunicator() {
-  if (stream_) cudaStreamSynchronize(stream_);
+  cudaStreamSynchronize(stream_->stream);
   if (comm_) ncclCommDestroy(comm_);
   if (ready_) cudaEventDestroy(ready_);
-  if (stream_) cudaStreamDestroy(stream_);
 }
 
 WorkHandle NcclCommunicator::launch(Collective c, const std::vector<at::Tensor>& buffers, double full_bytes,
-                                    Traffic k, const std::function<ncclResult_t(cudaStream_t)>& op) {
-  auto work = std::make_shared<Work>(describe(c, buffers.front()));
+                                    Traffic k, bool host_blocking, const std::function<ncclResult_t(cudaStream_t)>& op) {
+  const int device = stream_->device;
+  const cudaStream_t comm_stream = stream_->stream;
+  auto work = std::make_shared<NcclWork>(describe(c, buffers.front()), device,
+                                         host_blocking || LinkEmulator::instance().link(tier()).has_value());
   // The comm stream starts after everything queued so far on the caller's stream (the buffers' producers).
-  const cudaStream_t caller = c10::cuda::getCurrentCUDAStream(device_).stream();
-  cuda_check(cudaEventRecord(ready_, caller), "cudaEventRecord");
-  cuda_check(cudaStreamWaitEvent(stream_, ready_, 0), "cudaStreamWaitEvent");
+  cuda_check(cudaEventRecord(ready_, c10::cuda::getCurrentCUDAStream(device).stream()), "cudaEventRecord");
+  cuda_check(cudaStreamWaitEvent(comm_stream, ready_, 0), "cudaStreamWaitEvent");
   const auto start = Work::Clock::now();
-  nccl_check(op(stream_), collective_name(c));
+  nccl_check(op(comm_stream), collective_name(c));
+  cuda_check(cudaEventRecord(work->event(), comm_stream), "cudaEventRecord");
   // The caching allocator must not hand these blocks out again before the comm stream is done with them.
-  const auto comm_stream = c10::cuda::getStreamFromExternal(stream_, device_);
-  for (const auto& b : buffers) c10::cuda::CUDACachingAllocator::recordStream(b.storage().data_ptr(), comm_stream);
+  const auto as_c10 = c10::cuda::getStreamFromExternal(comm_stream, device);
+  for (const auto& b : buffers) c10::cuda::CUDACachingAllocator::recordStream(b.storage().data_ptr(), as_c10);
   auto* done = new Completion{work, name(), tier(), k, c, full_bytes, size(), start};
-  cuda_check(cudaLaunchHostFunc(stream_, complete, done), "cudaLaunchHostFunc");
+  cuda_check(cudaLaunchHostFunc(comm_stream, complete, done), "cudaLaunchHostFunc");
   return work;
 }
 
@@ -100,7 +146,7 @@ WorkHandle NcclCommunicator::all_gather(const at::Tensor& in, const at::Tensor& 
   check_buffer(in);
   check_buffer(out);
   FS_ASSERT(out.numel() == in.numel() * size() && in.scalar_type() == out.scalar_type(), "all_gather sizes");
-  return launch(Collective::AllGather, {in, out}, static_cast<double>(out.nbytes()), k, [&](cudaStream_t s) {
+  return launch(Collective::AllGather, {in, out}, static_cast<double>(out.nbytes()), k, false, [&](cudaStream_t s) {
     return ncclAllGather(in.data_ptr(), out.data_ptr(), in.numel(), nccl_type(in), comm_, s);
   });
 }
@@ -109,7 +155,7 @@ WorkHandle NcclCommunicator::reduce_scatter(const at::Tensor& in, const at::Tens
   check_buffer(in);
   check_buffer(out);
   FS_ASSERT(in.numel() == out.numel() * size() && in.scalar_type() == out.scalar_type(), "reduce_scatter sizes");
-  return launch(Collective::ReduceScatter, {in, out}, static_cast<double>(in.nbytes()), k, [&](cudaStream_t s) {
+  return launch(Collective::ReduceScatter, {in, out}, static_cast<double>(in.nbytes()), k, false, [&](cudaStream_t s) {
     return ncclReduceScatter(in.data_ptr(), out.data_ptr(), out.numel(), nccl_type(in),
                              op == ReduceOp::Mean ? ncclAvg : ncclSum, comm_, s);
   });
@@ -117,7 +163,7 @@ WorkHandle NcclCommunicator::reduce_scatter(const at::Tensor& in, const at::Tens
 
 WorkHandle NcclCommunicator::all_reduce(const at::Tensor& inout, ReduceOp op, Traffic k) {
   check_buffer(inout);
-  return launch(Collective::AllReduce, {inout}, static_cast<double>(inout.nbytes()), k, [&](cudaStream_t s) {
+  return launch(Collective::AllReduce, {inout}, static_cast<double>(inout.nbytes()), k, false, [&](cudaStream_t s) {
     return ncclAllReduce(inout.data_ptr(), inout.data_ptr(), inout.numel(), nccl_type(inout),
                          op == ReduceOp::Mean ? ncclAvg : ncclSum, comm_, s);
   });
@@ -125,14 +171,16 @@ WorkHandle NcclCommunicator::all_reduce(const at::Tensor& inout, ReduceOp op, Tr
 
 WorkHandle NcclCommunicator::broadcast(const at::Tensor& inout, int root, Traffic k) {
   check_buffer(inout);
-  return launch(Collective::Broadcast, {inout}, static_cast<double>(inout.nbytes()), k, [&](cudaStream_t s) {
+  return launch(Collective::Broadcast, {inout}, static_cast<double>(inout.nbytes()), k, false, [&](cudaStream_t s) {
     return ncclBroadcast(inout.data_ptr(), inout.data_ptr(), inout.numel(), nccl_type(inout), root, comm_, s);
   });
 }
 
 WorkHandle NcclCommunicator::barrier() {
-  auto token = at::zeros({1}, at::TensorOptions().dtype(at::kInt).device(at::kCUDA, device_));
-  return all_reduce(token, ReduceOp::Sum, Traffic::Control);
+  auto token = at::zeros({1}, at::TensorOptions().dtype(at::kInt).device(at::kCUDA, stream_->device));
+  return launch(Collective::Barrier, {token}, 0.0, Traffic::Control, /*host_blocking=*/true, [&](cudaStream_t s) {
+    return ncclAllReduce(token.data_ptr(), token.data_ptr(), 1, ncclInt32, ncclSum, comm_, s);
+  });
 }
 
 }  // namespace fedshard::comm

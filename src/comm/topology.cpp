@@ -81,7 +81,14 @@ std::unique_ptr<Communicator> Topology::split(int color, int key, const std::str
   const Tier tier = groups.size() > 1 ? Tier::InterGroup : nodes.size() > 1 ? Tier::InterNode : Tier::Node;
   if (spec.backend == "nccl") {
 #ifdef FEDSHARD_CUDA
-    auto c = std::make_unique<NcclCommunicator>(comm, name, tier, spec.device);
+    // The first communicator (world) is made from an NCCL id; the others are split from it.
+    std::unique_ptr<NcclCommunicator> c;
+    if (!nccl_world_) {
+      c = std::make_unique<NcclCommunicator>(comm, name, tier, spec.device);
+      nccl_world_ = c.get();
+    } else {
+      c = std::make_unique<NcclCommunicator>(*nccl_world_, color, key, comm, name, tier);
+    }
     MPI_Comm_free(&comm);
     return c;
 #else

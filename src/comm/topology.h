@@ -10,6 +10,8 @@
 
 namespace fedshard::comm {
 
+class NcclCommunicator;
+
 struct TopologySpec {
   int group_size = 0;      // S; 0 = the whole world (no federation)
   int shard_size = 0;      // H; 0 = the whole group (FSDP)
@@ -60,6 +62,7 @@ class Topology {
   bool emulated_nodes_ = false;
   std::vector<int> node_of_;  // node index of every world rank
   std::unique_ptr<Communicator> world_, group_, shard_, replica_, cross_;
+  NcclCommunicator* nccl_world_ = nullptr;  // world_ under the nccl backend: the parent of every split
 };
 
 }  // namespace fedshard::comm

@@ -1,6 +1,7 @@
 // Handle of an asynchronous collective. wait() blocks until the collective has completed (and, under link
 // emulation, until its modelled network time has passed), rethrows its error, and counts the time the
-// caller spent blocked as exposed communication.
+// caller spent blocked as exposed communication. A device backend may override wait() to order the caller's
+// stream after the collective instead of blocking the host (NcclCommunicator).
 #pragma once
 
 #include <chrono>
@@ -16,8 +17,9 @@ class Work {
  public:
   using Clock = std::chrono::steady_clock;
   explicit Work(std::string what) : what_(std::move(what)) {}
+  virtual ~Work() = default;
 
-  void wait();
+  virtual void wait();
   bool completed() const;
   const std::string& what() const { return what_; }
 
