@@ -20,8 +20,10 @@ void check_buffer(const at::Tensor& t) {
 }
 
 // MPI here is not CUDA-aware: device tensors travel through host copies (the "host-staged" collectives a
-// node needs when several ranks share one GPU and NCCL refuses them).
-at::Tensor host_copy(const at::Tensor& t) { return t.is_cpu() ? t : t.to(at::kCPU); }
+// node needs when several ranks share one GPU and NCCL refuses them). The copies are made inside the comm
+// thread's task, so a collective reads its buffer after every collective queued before it has written it
+// (a replica all-reduce after the shard reduce-scatter into the same gradient).
+at::Tensor to_host(const at::Tensor& t) { return t.is_cpu() ? t : t.to(at::kCPU); }
 at::Tensor host_buffer(const at::Tensor& t) { return t.is_cpu() ? t : at::empty(t.sizes(), t.options().device(at::kCPU)); }
 void copy_back(const at::Tensor& device, const at::Tensor& host) {
   if (!device.is_cpu()) device.copy_(host);
@@ -85,9 +87,9 @@ WorkHandle MpiCommunicator::all_gather(const at::Tensor& in, const at::Tensor& o
   check_buffer(in);
   check_buffer(out);
   FS_ASSERT(out.numel() == in.numel() * size() && in.scalar_type() == out.scalar_type(), "all_gather sizes");
-  const auto in_h = host_copy(in), out_h = host_buffer(out);
   const Ring ring{comm_, rank(), size()};
   return launch(Collective::AllGather, out, static_cast<double>(out.nbytes()), k, [=] {
+    const auto in_h = to_host(in), out_h = host_buffer(out);
     const auto mine = out_h.reshape({-1}).narrow(0, ring.rank * in_h.numel(), in_h.numel());
     if (mine.data_ptr() != in_h.data_ptr()) mine.copy_(in_h.reshape({-1}));
     ring_all_gather(ring, out_h);
@@ -99,9 +101,9 @@ WorkHandle MpiCommunicator::reduce_scatter(const at::Tensor& in, const at::Tenso
   check_buffer(in);
   check_buffer(out);
   FS_ASSERT(in.numel() == out.numel() * size() && in.scalar_type() == out.scalar_type(), "reduce_scatter sizes");
-  const auto in_h = host_copy(in), out_h = host_buffer(out);
   const Ring ring{comm_, rank(), size()};
   return launch(Collective::ReduceScatter, in, static_cast<double>(in.nbytes()), k, [=] {
+    const auto in_h = to_host(in), out_h = host_buffer(out);
     ring_reduce_scatter(ring, in_h, out_h);
     if (op == ReduceOp::Mean && ring.size > 1) out_h.div_(ring.size);
     copy_back(out, out_h);
@@ -110,9 +112,9 @@ WorkHandle MpiCommunicator::reduce_scatter(const at::Tensor& in, const at::Tenso
 
 WorkHandle MpiCommunicator::all_reduce(const at::Tensor& inout, ReduceOp op, Traffic k) {
   check_buffer(inout);
-  const auto io_h = host_copy(inout);
   const Ring ring{comm_, rank(), size()};
   return launch(Collective::AllReduce, inout, static_cast<double>(inout.nbytes()), k, [=] {
+    const auto io_h = to_host(inout);
     ring_all_reduce(ring, io_h);
     if (op == ReduceOp::Mean && ring.size > 1) io_h.div_(ring.size);
     copy_back(inout, io_h);
@@ -122,8 +124,8 @@ WorkHandle MpiCommunicator::all_reduce(const at::Tensor& inout, ReduceOp op, Tra
 WorkHandle MpiCommunicator::broadcast(const at::Tensor& inout, int root, Traffic k) {
   check_buffer(inout);
   const int n = count_of(inout);
-  const auto io_h = host_copy(inout);
   return launch(Collective::Broadcast, inout, static_cast<double>(inout.nbytes()), k, [=] {
+    const auto io_h = to_host(inout);
     MPI_Request req;
     mpi_check(MPI_Ibcast(io_h.data_ptr(), n, mpi_type(inout), root, comm_, &req), "MPI_Ibcast");
     wait_request(&req);
