@@ -1,5 +1,7 @@
 #include "parallel/flat_param.h"
 
+#include <ATen/core/grad_mode.h>
+
 #include "util/error.h"
 
 namespace fedshard::parallel {
@@ -53,7 +55,7 @@ std::vector<at::Tensor> FlatParam::bind_leaves(const at::Tensor& full) {
 
 at::Tensor FlatParam::flatten(const std::vector<at::Tensor>& grads, at::ScalarType dtype) const {
   FS_ASSERT(grads.size() == entries_.size(), "flatten: ", grads.size(), " grads for ", entries_.size(), " entries");
-  auto flat = at::empty({padded_numel_}, at::TensorOptions().dtype(dtype));
+  auto flat = at::empty({padded_numel_}, at::TensorOptions().dtype(dtype).device(shard_.device()));
   for (size_t i = 0; i < grads.size(); ++i) {
     auto dst = flat.narrow(0, entries_[i].offset, entries_[i].numel);
     if (grads[i].defined())

@@ -41,7 +41,7 @@ class FlatParam {
   // Bind every slot to a fresh leaf that requires grad and shares `full`'s storage; returns the leaves in
   // entry order, so autograd yields one gradient per parameter (no full-size zero fills per view).
   std::vector<at::Tensor> bind_leaves(const at::Tensor& full);
-  // Per-entry gradients (undefined = unused, zero) -> one padded flat gradient in `dtype`.
+  // Per-entry gradients (undefined = unused, zero) -> one padded flat gradient in `dtype`, on the shard's device.
   at::Tensor flatten(const std::vector<at::Tensor>& grads, at::ScalarType dtype) const;
 
   // Concatenated full values of this rank's shard from a full flat buffer (for tests and checkpoints).
