@@ -44,9 +44,22 @@ expect "unknown flag" "--bogus" -- "${train[@]}" --bogus
 expect "unknown config key" "unknown configuration key 'optim.lrr'" -- "${train[@]}" --set optim.lrr=1
 expect "missing config file" "config file /nonexistent.toml not found" -- "${train[@]}" --config /nonexistent.toml
 expect "missing data dir" "no manifest.json" -- "${train[@]}" --data "$tmp/none"
-expect "wrong vocab" "vocab 512" -- "${train[@]}" --set model.vocab_size=512
+expect "vocab smaller than the tokenizer's" "model.vocab_size = 100 is smaller than the vocab 258" -- \
+  "${train[@]}" --set model.vocab_size=100
+expect "preset vocab not the data's" "model llama3.2-1b has vocab 128256" -- "${train[@]}" --model llama3.2-1b
 expect "hsdp without shard size" "needs --shard-size" -- "${train[@]}" --strategy hsdp
 expect "group size without federation" "needs an fl-* strategy" -- "${train[@]}" --group-size 2
+
+expect "unknown reduce dtype" "parallel.reduce_dtype must be float32, bfloat16 or float64" -- \
+  "${train[@]}" --set parallel.reduce_dtype=int8
+expect "reduce dtype wider than master" "parallel.reduce_dtype = float64 is wider than model.dtype" -- \
+  "${train[@]}" --set parallel.reduce_dtype=float64
+expect "unknown attention kernel" "model.attention must be auto, sdpa or math" -- "${train[@]}" --set model.attention=flash
+expect "fused sgd" "optim.fused = on" -- "${train[@]}" --set optim.name=sgd --set optim.fused=on
+# Without a usable GPU (a CPU-only build, or a CUDA build on a machine without one), cuda is one clear line.
+if "$bin" --version | grep -qE "CPU only|GPUs visible: none"; then
+  expect "cuda without a GPU" "model.device = cuda but" -- "${train[@]}" --set model.device=cuda
+fi
 
 expect "bad link bandwidth" "bandwidth 'fast' does not start with a number" -- "${train[@]}" --link inter-group=fast,1ms
 expect "unknown link tier" "unknown network tier 'moon'" -- "${train[@]}" --link moon=1Gbit/s,1ms

@@ -1,6 +1,7 @@
 // Federation (DESIGN.md "Federation", numerics contract): FL+DDP, FL+FSDP and FL+HSDP against an independent
 // float64 reference (one single-process trainer per group, averaged every K steps), divergence between syncs,
 // weighted means, and inter-group bytes per aggregation against the cost formula.
+#include <ATen/core/grad_mode.h>
 #include <gtest/gtest.h>
 
 #include <cmath>

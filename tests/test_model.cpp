@@ -1,5 +1,7 @@
-// Model tests: exact parameter counts, shapes, RoPE against its formula, causality, GQA vs plain attention,
-// and a float64 finite-difference gradient check of one transformer block.
+// Model tests: exact parameter counts, shapes, RoPE against its formula (and bf16 RoPE rounded once), causality,
+// GQA vs plain attention with every attention kernel the LibTorch has, and a float64 finite-difference
+// gradient check of one transformer block.
+#include <ATen/core/grad_mode.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -20,6 +22,13 @@ ModelConfig tiny_cfg(int64_t vocab = 50) {
   c.vocab_size = vocab;
   return c;
 }
+
+std::vector<AttentionKernel> attention_kernels() {
+  if (sdpa_available()) return {AttentionKernel::Math, AttentionKernel::Sdpa};
+  return {AttentionKernel::Math};
+}
+
+const char* kernel_name(AttentionKernel k) { return k == AttentionKernel::Sdpa ? "sdpa" : "math"; }
 
 Llama make_model(const ModelConfig& c, at::ScalarType dtype = at::kDouble, uint64_t seed = 1) {
   Llama m(c, dtype);
@@ -92,6 +101,28 @@ TEST(Rope, MatchesDirectFormula) {
       }
 }
 
+// bf16 activations are rotated in float32 and rounded once: every output is within half a bf16 ulp of the
+// float64 rotation of the same bf16 input, plus float32's own error (1e-6 of the inputs' magnitude, for the
+// outputs where the two terms cancel). Rotating with bf16 cos/sin tables and bf16 products, as before, is off
+// by up to ~2 ulp at long positions (measured: 0.011 beyond the bound).
+TEST(Rope, Bfloat16IsRotatedInFloat32AndRoundedOnce) {
+  auto c = tiny_cfg();
+  Rope rope(c);
+  const int64_t t = c.max_seq_len, heads = 2;
+  auto x = at::randn({1, t, heads, c.head_dim()}, at::kDouble).to(at::kBFloat16);
+  auto got = rope.apply(x);
+  ASSERT_EQ(got.scalar_type(), at::kBFloat16);
+  const auto xd = x.to(at::kDouble);
+  auto want = rope.apply(xd);  // float64: checked against the formula above
+  auto exponent = std::get<1>(at::frexp(want));
+  auto half_ulp = at::pow(2.0, exponent.to(at::kDouble) - 8.0) * 0.5;
+  const int64_t half = c.head_dim() / 2;
+  auto rotated = at::cat({-xd.narrow(-1, half, half), xd.narrow(-1, 0, half)}, -1);
+  auto float32_error = 1e-6 * (xd.abs() + rotated.abs());
+  auto excess = ((got.to(at::kDouble) - want).abs() - half_ulp * (1 + 1e-3) - float32_error).max().item<double>();
+  EXPECT_LE(excess, 0.0) << "a bf16 RoPE output is more than half an ulp from the float64 rotation";
+}
+
 TEST(Rope, Llama31ScalingKeepsHighAndDividesLowFrequencies) {
   auto c = preset("llama3.1-8b");
   auto scaled = rope_inv_freq(c);
@@ -125,24 +156,26 @@ TEST(Attention, GqaWithAllKvHeadsEqualsPlainMultiHead) {
   auto q = at::randn({b, t, h, d}, at::kDouble);
   auto k = at::randn({b, t, h, d}, at::kDouble);
   auto v = at::randn({b, t, h, d}, at::kDouble);
-  auto out = causal_attention(q, k, v).view({b, t, h, d});
-  for (int64_t bi = 0; bi < b; ++bi)
-    for (int64_t hi = 0; hi < h; ++hi)
-      for (int64_t i = 0; i < t; ++i) {
-        // softmax over j <= i of q_i . k_j / sqrt(d), written out.
-        std::vector<double> w(i + 1);
-        double mx = -1e300, sum = 0;
-        for (int64_t j = 0; j <= i; ++j) {
-          w[j] = (q[bi][i][hi] * k[bi][j][hi]).sum().item<double>() / std::sqrt(double(d));
-          mx = std::max(mx, w[j]);
+  for (auto kernel : attention_kernels()) {
+    auto out = causal_attention(q, k, v, kernel).view({b, t, h, d});
+    for (int64_t bi = 0; bi < b; ++bi)
+      for (int64_t hi = 0; hi < h; ++hi)
+        for (int64_t i = 0; i < t; ++i) {
+          // softmax over j <= i of q_i . k_j / sqrt(d), written out.
+          std::vector<double> w(i + 1);
+          double mx = -1e300, sum = 0;
+          for (int64_t j = 0; j <= i; ++j) {
+            w[j] = (q[bi][i][hi] * k[bi][j][hi]).sum().item<double>() / std::sqrt(double(d));
+            mx = std::max(mx, w[j]);
+          }
+          for (auto& x : w) sum += (x = std::exp(x - mx));
+          for (int64_t e = 0; e < d; ++e) {
+            double ref = 0;
+            for (int64_t j = 0; j <= i; ++j) ref += w[j] / sum * v[bi][j][hi][e].item<double>();
+            EXPECT_NEAR(out[bi][i][hi][e].item<double>(), ref, 1e-12) << kernel_name(kernel);
+          }
         }
-        for (auto& x : w) sum += (x = std::exp(x - mx));
-        for (int64_t e = 0; e < d; ++e) {
-          double ref = 0;
-          for (int64_t j = 0; j <= i; ++j) ref += w[j] / sum * v[bi][j][hi][e].item<double>();
-          EXPECT_NEAR(out[bi][i][hi][e].item<double>(), ref, 1e-12);
-        }
-      }
+  }
 }
 
 TEST(Attention, GroupedKvHeadsServeConsecutiveQueryHeads) {
@@ -150,9 +183,31 @@ TEST(Attention, GroupedKvHeadsServeConsecutiveQueryHeads) {
   auto q = at::randn({b, t, h, d}, at::kDouble);
   auto k = at::randn({b, t, kv, d}, at::kDouble);
   auto v = at::randn({b, t, kv, d}, at::kDouble);
-  auto grouped = causal_attention(q, k, v);
-  auto full = causal_attention(q, k.repeat_interleave(2, 2), v.repeat_interleave(2, 2));
-  EXPECT_TRUE(at::allclose(grouped, full, 0, 1e-14));
+  for (auto kernel : attention_kernels()) {
+    auto grouped = causal_attention(q, k, v, kernel);
+    auto full = causal_attention(q, k.repeat_interleave(2, 2), v.repeat_interleave(2, 2), AttentionKernel::Math);
+    EXPECT_TRUE(at::allclose(grouped, full, 0, 1e-14)) << kernel_name(kernel);
+  }
+}
+
+// The switch model.attention: sdpa and math compute the same attention; in float32 they differ by summation
+// order only. Measured max |diff| 3e-7 on this shape; bound 1e-5.
+TEST(Attention, SdpaAndMathAgreeInFloat32) {
+  if (!sdpa_available()) GTEST_SKIP() << "this LibTorch has no scaled_dot_product_attention";
+  const int64_t b = 2, t = 64, h = 4, kv = 2, d = 16;
+  auto q = at::randn({b, t, h, d}), k = at::randn({b, t, kv, d}), v = at::randn({b, t, kv, d});
+  auto diff = (causal_attention(q, k, v, AttentionKernel::Sdpa) - causal_attention(q, k, v, AttentionKernel::Math));
+  EXPECT_LE(diff.abs().max().item<float>(), 1e-5);
+}
+
+TEST(Attention, KernelNamesAreCheckedAndSdpaNeedsLibTorch2) {
+  EXPECT_EQ(parse_attention_kernel("math"), AttentionKernel::Math);
+  EXPECT_EQ(parse_attention_kernel("auto"), AttentionKernel::Auto);
+  EXPECT_THROW(parse_attention_kernel("flash"), Error);
+  if (sdpa_available())
+    EXPECT_EQ(parse_attention_kernel("sdpa"), AttentionKernel::Sdpa);
+  else
+    EXPECT_THROW(parse_attention_kernel("sdpa"), Error);
 }
 
 TEST(Model, BlockGradientMatchesFiniteDifferences) {

@@ -25,7 +25,7 @@ plan::Cluster box(int nodes, int rpn) {
 plan::Workload one_unit(int64_t params, int bytes = 2) {
   plan::Workload w;
   w.params_override = params;
-  w.param_bytes = w.master_bytes = bytes;
+  w.param_bytes = w.reduce_bytes = w.master_bytes = bytes;
   w.batch_per_rank = 1;
   w.seq_len = 128;
   return w;

@@ -1,6 +1,6 @@
 // `fedshard plan`'s byte predictions against what the communicators measured in real training runs: every
 // step line's bytes per tier must equal the predicted bytes of a step (plus one aggregation round on
-// aggregation steps), to the byte.
+// aggregation steps), to the byte. Also with parallel.reduce_dtype = bfloat16, priced with 2-byte reductions.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -21,6 +21,7 @@ namespace {
 struct Case {
   std::string strategy;
   int group_size, shard_size;
+  std::string reduce_dtype = "float32";
 };
 
 void expect_plan_matches_run(const Case& c, const std::string& data, const fs::path& out) {
@@ -36,6 +37,7 @@ void expect_plan_matches_run(const Case& c, const std::string& data, const fs::p
   cfg.strategy = c.strategy;
   cfg.group_size = c.group_size;
   cfg.shard_size = c.shard_size;
+  cfg.reduce_dtype = c.reduce_dtype;
   cfg.ranks_per_node = rpn;
   cfg.eval_every = 0;
   cfg.eval_windows = 4;
@@ -56,6 +58,7 @@ void expect_plan_matches_run(const Case& c, const std::string& data, const fs::p
   w.batch_per_rank = cfg.batch_size;
   w.seq_len = cfg.seq_len;
   w.param_bytes = w.master_bytes = 4;
+  w.reduce_bytes = c.reduce_dtype == "bfloat16" ? 2 : 4;
   w.compute_seconds = 1;
   plan::StrategySpec spec;
   spec.strategy = parallel::parse_strategy(c.strategy);
@@ -77,7 +80,7 @@ void expect_plan_matches_run(const Case& c, const std::string& data, const fs::p
     for (comm::Tier t : comm::kTiers) {
       const int i = static_cast<int>(t);
       EXPECT_NEAR(j["bytes"][comm::tier_metric_key(t)].get<double>(), step[i] + (agg ? round[i] : 0.0), 1e-6)
-          << c.strategy << " step " << j["step"] << " tier " << comm::tier_name(t);
+          << c.strategy << " (" << c.reduce_dtype << ") step " << j["step"] << " tier " << comm::tier_name(t);
     }
     ++checked;
   }
@@ -97,7 +100,10 @@ TEST(PlanVsMeasured, BytesPerStepAndRoundAreExact) {
   const int n = mpi.world_size();
   std::vector<Case> cases = {{"ddp", 0, 0}, {"fsdp", 0, 0}, {"hsdp", 0, 2}, {"fl-fsdp", 2, 0}, {"fl-ddp", n / 2, 0}};
   if (n >= 8) cases.push_back({"fl-hsdp", 4, 2});
-  for (const auto& c : cases) expect_plan_matches_run(c, (root / "corpus").string(), root / ("run-" + c.strategy));
+  cases.push_back({"hsdp", 0, 2, "bfloat16"});
+  cases.push_back({"fl-fsdp", 2, 0, "bfloat16"});
+  for (const auto& c : cases)
+    expect_plan_matches_run(c, (root / "corpus").string(), root / ("run-" + c.strategy + "-" + c.reduce_dtype));
   MPI_Barrier(MPI_COMM_WORLD);
   if (mpi.world_rank() == 0) fs::remove_all(root);
 }

@@ -1,9 +1,11 @@
 // Numerics contract (DESIGN.md): in float64, DDP, FSDP (both reshard modes, with and without activation
 // recomputation) and HSDP on N ranks reproduce single-process training on the concatenated batch over 5
 // AdamW steps with clipping. Plus a float32 run, per-tier byte accounting against the cost formulas, and the
-// collectives themselves against hand-computed values.
+// collectives themselves against hand-computed values. Mixed precision: bf16 compute against float32, float32
+// accumulation of tied gradients, bf16 reductions at half the bytes.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 
 #include "comm/mpi_runtime.h"
@@ -187,4 +189,78 @@ TEST(Accounting, FsdpAndHsdpStepBytesEqualTheCostFormulas) {
     EXPECT_NEAR(d.at(shard_tier, comm::Traffic::Control).bus_bytes, 2.0 * (H - 1) / H * 8.0, 1e-9);
     EXPECT_EQ(d.at(shard_tier, comm::Traffic::Data).calls, 3 * static_cast<int64_t>(e.sharded->units().size()));
   }
+}
+
+// A tied weight's gradient from its two call sites is summed in float32 even when compute is bf16: 1 + 2^-9
+// is a quarter of a bf16 ulp above 1, so a bf16 accumulation would return exactly 1.
+TEST(MixedPrecision, TiedGradientAccumulatesInFloat32) {
+  comm::Topology topo({0, 0, 0});
+  const int64_t n = 8;
+  at::Tensor w = at::zeros({n});
+  std::vector<model::ParamSlot> slots = {{"w", &w, {n}}};
+  auto flat = std::make_unique<parallel::FlatParam>(slots, topo.shard().size(), topo.shard().size(),
+                                                    topo.shard().rank(), at::kFloat);
+  parallel::ShardingOptions opts;
+  opts.compute_dtype = at::kBFloat16;
+  parallel::ShardedUnit unit(std::move(flat), topo.shard(), topo.replica(), opts, /*call_sites=*/2);
+  unit.backward_done({at::ones({n}, at::kBFloat16)});
+  unit.backward_done({at::full({n}, std::ldexp(1.0, -9), at::kBFloat16)});
+  unit.wait_grad();
+  const auto& g = unit.flat().grad();
+  for (int64_t i = 0; i < g.numel(); ++i) EXPECT_EQ(g[i].item<float>(), 1.0f + std::ldexp(1.0f, -9)) << i;
+}
+
+// parallel.reduce_dtype = bfloat16 halves exactly the bytes of the gradient reductions (reduce-scatter over
+// `shard`, all-reduce over `replica`) on every tier. Parameters stay gathered from forward to backward
+// (reshard_after_forward off), so the backward pass moves reductions only.
+TEST(MixedPrecision, Bfloat16ReductionsSendHalfTheBytes) {
+  const int n = world_size();
+  if (n < 2) GTEST_SKIP() << "needs a communicator of 2 ranks or more";
+  const auto cfg = reference::tiny_config();
+  for (int h : {0, 2}) {
+    if (h == 2 && (n < 4 || n % 2)) continue;
+    std::array<double, comm::kNumTiers> bytes[2] = {};
+    for (int bf16 = 0; bf16 < 2; ++bf16) {
+      parallel::ShardingOptions opts;
+      opts.reshard_after_forward = false;
+      opts.reduce_dtype = bf16 ? at::kBFloat16 : at::kFloat;
+      fixture::Engine e(cfg, {0, h, 2}, opts);
+      auto batch = reference::synthetic_batch(0, 2 * n, 8, cfg.vocab_size);
+      const int64_t t = batch.size(1) - 1;
+      auto local = batch.narrow(0, world_rank() * 2, 2);
+      auto loss = model::next_token_loss(e.sharded->forward(local.narrow(1, 0, t)), local.narrow(1, 1, t));
+      const auto before = comm::Ledger::instance().snapshot();
+      loss.backward();
+      e.sharded->wait_grads();
+      const auto d = comm::Ledger::instance().snapshot() - before;
+      for (comm::Tier tier : comm::kTiers) bytes[bf16][static_cast<int>(tier)] = d.at(tier, comm::Traffic::Data).bus_bytes;
+    }
+    double total = 0;
+    for (comm::Tier tier : comm::kTiers) {
+      const int i = static_cast<int>(tier);
+      total += bytes[0][i];
+      EXPECT_EQ(bytes[1][i] * 2, bytes[0][i]) << "H=" << h << " tier " << comm::tier_name(tier);
+    }
+    EXPECT_GT(total, 0) << "the backward pass must have reduced something";
+  }
+}
+
+// bf16 compute (FSDP2's param_dtype) with float32 master weights and float32 reductions, 20 AdamW steps of
+// FSDP memorizing one batch: the loss falls (3.9 -> 0.1 on one rank), and differs from the float32 run's by
+// less than 1% of the initial loss at every step (measured on 1, 2 and 4 ranks: at most 0.17%; bf16 rounds
+// activations to 3 significant digits, and the two runs drift apart slowly as they memorize).
+TEST(MixedPrecision, Bfloat16ComputeTrainsCloseToFloat32) {
+  const auto cfg = reference::tiny_config();
+  const int n = world_size();
+  auto batch = reference::synthetic_batch(0, 2 * n, 16, cfg.vocab_size);
+  std::vector<double> losses[2];
+  for (int bf16 = 0; bf16 < 2; ++bf16) {
+    parallel::ShardingOptions opts;
+    opts.compute_dtype = bf16 ? at::kBFloat16 : at::kFloat;
+    fixture::Engine e(cfg, {0, 0, 0}, opts);
+    for (int s = 0; s < 20; ++s) losses[bf16].push_back(e.step(batch, world_rank() * 2, 2, 1e-2, 1.0, e.topo->world()));
+  }
+  EXPECT_LT(losses[1].back(), 0.7 * losses[1].front()) << "bf16 compute must train";
+  for (size_t s = 0; s < losses[0].size(); ++s)
+    EXPECT_NEAR(losses[1][s], losses[0][s], 0.01 * losses[0].front()) << "step " << s;
 }

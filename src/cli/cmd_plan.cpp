@@ -1,6 +1,7 @@
 // `fedshard plan`: predicted bytes, times and throughput of each strategy for a cluster (src/plan).
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -27,7 +28,8 @@ struct PlanArgs {
   std::vector<std::string> links;
   double flops = 0, mfu = 0, compute_seconds = 0, optimizer_seconds = 0, memory_gb = -1;
   std::string overlap = "on";
-  int bytes = 2, master_bytes = 0;
+  int bytes = 2;
+  std::string reduce_dtype;
   bool reshard_after_forward = true;
   std::string activation_checkpointing = "auto";
   bool json = false;
@@ -51,9 +53,9 @@ void print_table(const plan::Cluster& c, const plan::Workload& w, const std::vec
   std::printf("model %s, %s parameters; cluster %s: %d nodes x %d ranks = %d ranks\n",
               w.params_override > 0 ? "(parameter count)" : w.model.name.c_str(), model::with_commas(params).c_str(),
               c.name.c_str(), c.nodes, c.ranks_per_node, c.world());
-  std::printf("per rank per step: %lld x %lld tokens; %d B/element gathered, %d B reduced/aggregated; overlap %s\n",
-              static_cast<long long>(w.batch_per_rank), static_cast<long long>(w.seq_len), w.param_bytes,
-              w.master_bytes, w.overlap ? "on" : "off");
+  std::printf("per rank per step: %lld x %lld tokens; %d B/element gathered, %d B reduced/aggregated, %d B master; "
+              "overlap %s\n", static_cast<long long>(w.batch_per_rank), static_cast<long long>(w.seq_len),
+              w.param_bytes, w.reduce_bytes, w.master_bytes, w.overlap ? "on" : "off");
   for (comm::Tier t : comm::kTiers) {
     const auto& l = c.links[static_cast<int>(t)];
     std::printf("link %-11s %s\n", comm::tier_name(t), comm::describe(l).c_str());
@@ -90,7 +92,7 @@ nlohmann::json to_json(const plan::Cluster& c, const plan::Workload& w, const st
   j["workload"] = {{"model", w.params_override > 0 ? "params" : w.model.name},
                    {"params", w.params_override > 0 ? w.params_override : w.model.param_count()},
                    {"batch_per_rank", w.batch_per_rank}, {"seq_len", w.seq_len}, {"param_bytes", w.param_bytes},
-                   {"master_bytes", w.master_bytes}, {"overlap", w.overlap}};
+                   {"reduce_bytes", w.reduce_bytes}, {"master_bytes", w.master_bytes}, {"overlap", w.overlap}};
   for (const auto& p : plans) {
     nlohmann::json e;
     e["strategy"] = p.spec.strategy.name();
@@ -151,7 +153,10 @@ Command add_plan(CLI::App& app) {
   sub->add_option("--overlap", a->overlap, "on: per-step collectives hide behind compute; off: they add")
       ->check(CLI::IsMember({"on", "off"}));
   sub->add_option("--bytes-per-element", a->bytes, "bytes per gathered element (2 = bf16)")->capture_default_str();
-  sub->add_option("--master-bytes", a->master_bytes, "bytes per reduced/aggregated element (default: same)");
+  sub->add_option("--reduce-dtype", a->reduce_dtype,
+                  "gradient reductions and the federation average (parallel.reduce_dtype): float32 | bfloat16 | "
+                  "float64; default float32, bfloat16 with --paper (the paper's code)")
+      ->check(CLI::IsMember({"float32", "bfloat16", "float64"}));
   sub->add_option("--reshard-after-forward", a->reshard_after_forward, "true: 2 gathers per unit per step");
   sub->add_option("--activation-checkpointing", a->activation_checkpointing, "auto | on | off")
       ->check(CLI::IsMember({"auto", "on", "off"}));
@@ -184,7 +189,9 @@ Command add_plan(CLI::App& app) {
     w.batch_per_rank = a->batch;
     w.seq_len = a->seq;
     w.param_bytes = a->bytes;
-    w.master_bytes = a->master_bytes > 0 ? a->master_bytes : a->bytes;
+    const std::string reduce = !a->reduce_dtype.empty() ? a->reduce_dtype : a->paper ? "bfloat16" : "float32";
+    w.reduce_bytes = reduce == "bfloat16" ? 2 : reduce == "float64" ? 8 : 4;
+    w.master_bytes = std::max(4, w.reduce_bytes);  // float32 master, float64 when reducing in float64
     w.compute_seconds = a->compute_seconds;
     w.optimizer_seconds = a->optimizer_seconds;
     w.overlap = a->overlap == "on";

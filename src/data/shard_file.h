@@ -54,7 +54,8 @@ class ShardWriter {
   bool finished_ = false;
 };
 
-// What a shard must agree with: the manifest (tokenizer and the shard's entry) and, if nonzero, the model vocab.
+// What a shard must agree with: the manifest (tokenizer and the shard's entry) and, if nonzero, the model vocab
+// (at least the tokenizer's: rows beyond it are padding).
 struct ShardExpectation {
   TokenizerKind kind = TokenizerKind::Bytes;
   uint32_t vocab_size = 0;

@@ -1,5 +1,7 @@
 #include "federation/aggregator.h"
 
+#include <ATen/core/grad_mode.h>
+
 #include "util/error.h"
 
 namespace fedshard::federation {
@@ -20,21 +22,22 @@ at::Tensor Aggregator::slice_of(const at::Tensor& shard) const {
   return shard.narrow(0, topo_.replica_index() * len, len);
 }
 
-void Aggregator::average(const std::vector<at::Tensor>& tensors, double scale, bool outer_step) {
+void Aggregator::average(const std::vector<at::Tensor>& tensors, double scale, bool outer_step, at::ScalarType wire) {
   std::vector<at::Tensor> sums;
   std::vector<comm::WorkHandle> works;
   for (const auto& t : tensors) {
-    sums.push_back(slice_of(t) * scale);
+    sums.push_back((slice_of(t) * scale).to(wire));
     works.push_back(topo_.cross().all_reduce(sums.back(), comm::ReduceOp::Sum));
   }
   std::vector<comm::WorkHandle> gathers;
   for (size_t u = 0; u < tensors.size(); ++u) {
     works[u]->wait();
     auto slice = slice_of(tensors[u]);
+    const auto mean = sums[u].to(slice.scalar_type());
     if (outer_step)
-      outer_->step(u, sums[u], slice);
+      outer_->step(u, mean, slice);
     else
-      slice.copy_(sums[u]);
+      slice.copy_(mean);
     if (topo_.replica().size() > 1) gathers.push_back(topo_.replica().all_gather(slice, tensors[u]));
   }
   for (auto& g : gathers) g->wait();
@@ -48,14 +51,16 @@ void Aggregator::sync(double weight) {
 
   std::vector<at::Tensor> params;
   for (auto& u : model_.units()) params.push_back(u->flat().shard().detach());
-  average(params, scale, /*outer_step=*/true);
+  const auto master = params.front().scalar_type();
+  average(params, scale, /*outer_step=*/true,
+          opts_.reduce_dtype == at::ScalarType::Undefined ? master : opts_.reduce_dtype);
 
   if (opts_.inner_state == "average") {
     for (const char* key : {"exp_avg", "exp_avg_sq", "momentum_buffer"}) {
       std::vector<at::Tensor> state;
       for (auto& s : inner_.state())
         if (s.count(key)) state.push_back(s.at(key));
-      if (!state.empty()) average(state, scale, /*outer_step=*/false);
+      if (!state.empty()) average(state, scale, /*outer_step=*/false, state.front().scalar_type());
     }
   } else if (opts_.inner_state == "reset") {
     for (auto& s : inner_.state())

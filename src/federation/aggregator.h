@@ -20,6 +20,9 @@ namespace fedshard::federation {
 struct FederationOptions {
   OuterOptions outer;
   std::string inner_state = "keep";  // keep | average | reset: the inner optimizer's state after a sync
+  // The model average on the wire (parallel.reduce_dtype); Undefined: the master dtype. Optimizer state
+  // (inner_state = average) always travels in the master dtype.
+  at::ScalarType reduce_dtype = at::ScalarType::Undefined;
 };
 
 class Aggregator {
@@ -36,9 +39,10 @@ class Aggregator {
 
  private:
   at::Tensor slice_of(const at::Tensor& shard) const;
-  // Weighted mean over `cross` of the slices of `tensors`, written back through `apply`, then the pieces
-  // all-gathered over `replica`. Collectives for all units are in flight together.
-  void average(const std::vector<at::Tensor>& tensors, double scale, bool outer_step);
+  // Weighted mean over `cross` of the slices of `tensors` (summed in `wire` dtype), through the outer
+  // optimizer when outer_step, then the pieces all-gathered over `replica`. Collectives for all units are in
+  // flight together.
+  void average(const std::vector<at::Tensor>& tensors, double scale, bool outer_step, at::ScalarType wire);
 
   parallel::ShardedModel& model_;
   comm::Topology& topo_;

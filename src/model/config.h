@@ -17,6 +17,11 @@ struct RopeScaling {
   int64_t original_max_position = 8192;
 };
 
+// How the attention core is computed (not part of the architecture): sdpa = at::scaled_dot_product_attention
+// (flash / cuDNN / memory-efficient kernels on CUDA, a fused kernel on CPU; LibTorch >= 2.0), math = explicit
+// softmax(QK^T / sqrt(d)) V. Auto: sdpa where the LibTorch has it.
+enum class AttentionKernel { Auto, Sdpa, Math };
+
 struct ModelConfig {
   std::string name;
   int64_t dim = 0;
@@ -31,6 +36,7 @@ struct ModelConfig {
   std::optional<RopeScaling> rope_scaling;
   int64_t max_seq_len = 2048;
   bool tie_embeddings = false;
+  AttentionKernel attention = AttentionKernel::Auto;
 
   int64_t head_dim() const { return dim / n_heads; }
   // Llama's SwiGLU hidden size: 2/3 of 4*dim, times the multiplier, rounded up to multiple_of.

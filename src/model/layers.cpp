@@ -3,6 +3,9 @@
 #include <torch/version.h>
 
 #include <cmath>
+#include <limits>
+
+#include "util/error.h"
 
 namespace fedshard::model {
 
@@ -16,7 +19,18 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
   return normed.to(x.scalar_type()) * weight;
 }
 
-at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+bool sdpa_available() { return TORCH_VERSION_MAJOR >= 2; }
+
+AttentionKernel parse_attention_kernel(const std::string& name) {
+  if (name == "auto") return AttentionKernel::Auto;
+  if (name == "math") return AttentionKernel::Math;
+  FS_CHECK(name == "sdpa", "model.attention must be auto, sdpa or math, got '", name, "'");
+  FS_CHECK(sdpa_available(), "model.attention = sdpa needs LibTorch >= 2.0 (this build has ", TORCH_VERSION,
+           "); use auto or math");
+  return AttentionKernel::Sdpa;
+}
+
+at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, AttentionKernel kernel) {
   const int64_t heads = q.size(2);
   const int64_t rep = heads / k.size(2);
   // [B, T, KV, D] -> [B, H, T, D]: kv head j serves query heads j*rep .. j*rep+rep-1 (Llama's repeat_kv).
@@ -25,19 +39,32 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
     return rep == 1 ? th : th.repeat_interleave(rep, /*dim=*/1);
   };
   auto qh = q.transpose(1, 2);
+  at::Tensor out;
+#if TORCH_VERSION_MAJOR >= 2
+  if (kernel != AttentionKernel::Math) {
+#if TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 5
+    // Grouped heads natively: no repeated K/V in memory.
+    out = at::scaled_dot_product_attention(qh, k.transpose(1, 2), v.transpose(1, 2), /*attn_mask=*/{},
+                                           /*dropout_p=*/0.0, /*is_causal=*/true, /*scale=*/std::nullopt,
+                                           /*enable_gqa=*/rep > 1);
+#else
+    out = at::scaled_dot_product_attention(qh, expand(k), expand(v), /*attn_mask=*/{}, /*dropout_p=*/0.0,
+                                           /*is_causal=*/true);
+#endif
+    return out.transpose(1, 2).reshape({q.size(0), q.size(1), heads * q.size(3)});
+  }
+#else
+  FS_ASSERT(kernel != AttentionKernel::Sdpa, "sdpa attention on LibTorch ", TORCH_VERSION);
+#endif
   auto kh = expand(k);
   auto vh = expand(v);
-#if TORCH_VERSION_MAJOR >= 2
-  auto out = at::scaled_dot_product_attention(qh, kh, vh, /*attn_mask=*/{}, /*dropout_p=*/0.0, /*is_causal=*/true);
-#else
   const int64_t t = q.size(1);
   const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(3)));
   auto scores = at::matmul(qh, kh.transpose(-2, -1)) * scale;  // [B, H, T, T]
   auto future = at::ones({t, t}, q.options().dtype(at::kBool)).triu(1);
   scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
   auto probs = at::softmax(scores, -1, accumulation_type(q.scalar_type())).to(q.scalar_type());
-  auto out = at::matmul(probs, vh);  // [B, H, T, D]
-#endif
+  out = at::matmul(probs, vh);  // [B, H, T, D]
   return out.transpose(1, 2).reshape({q.size(0), q.size(1), heads * q.size(3)});
 }
 

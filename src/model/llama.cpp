@@ -1,5 +1,6 @@
 #include "model/llama.h"
 
+#include <ATen/core/grad_mode.h>
 #include <cmath>
 #include <set>
 
@@ -70,7 +71,7 @@ class BlockUnit : public Unit {
     auto q = rope_->apply(at::linear(xn, wq).view({b, t, cfg_.n_heads, hd}));
     auto k = rope_->apply(at::linear(xn, wk).view({b, t, cfg_.n_kv_heads, hd}));
     auto v = at::linear(xn, wv).view({b, t, cfg_.n_kv_heads, hd});
-    auto h = x + at::linear(causal_attention(q, k, v), wo);
+    auto h = x + at::linear(causal_attention(q, k, v, cfg_.attention), wo);
     return h + swiglu(rms_norm(h, ffn_norm, cfg_.norm_eps), w1, w2, w3);
   }
 

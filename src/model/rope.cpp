@@ -42,20 +42,22 @@ Rope::Rope(const ModelConfig& cfg) {
 at::Tensor Rope::apply(const at::Tensor& x) const {
   const int64_t t = x.size(1);
   FS_CHECK(t <= cos_.size(0), "sequence length ", t, " exceeds the model's max_seq_len ", cos_.size(0));
+  // Rotate in at least float32 and round once at the end (torchtitan's apply_rotary_emb): bf16 tables would
+  // put a bf16 rounding error on every angle.
+  const auto compute = at::promote_types(x.scalar_type(), at::kFloat);
   // [T, 1, head_dim] broadcasts over batch and heads.
-  if (!cos_cached_.defined() || cos_cached_.size(0) != t || cos_cached_.scalar_type() != x.scalar_type() ||
+  if (!cos_cached_.defined() || cos_cached_.size(0) != t || cos_cached_.scalar_type() != compute ||
       cos_cached_.device() != x.device()) {
-    const auto opts = x.options().requires_grad(false);
+    const auto opts = x.options().dtype(compute).requires_grad(false);
     cos_cached_ = cos_.narrow(0, 0, t).unsqueeze(1).to(opts);
     sin_cached_ = sin_.narrow(0, 0, t).unsqueeze(1).to(opts);
   }
-  const auto& cos = cos_cached_;
-  const auto& sin = sin_cached_;
+  const auto xc = x.to(compute);
   const int64_t half = x.size(-1) / 2;
-  auto x1 = x.narrow(-1, 0, half);
-  auto x2 = x.narrow(-1, half, half);
+  auto x1 = xc.narrow(-1, 0, half);
+  auto x2 = xc.narrow(-1, half, half);
   auto rotated = at::cat({-x2, x1}, -1);
-  return x * cos + rotated * sin;
+  return (xc * cos_cached_ + rotated * sin_cached_).to(x.scalar_type());
 }
 
 }  // namespace fedshard::model

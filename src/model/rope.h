@@ -20,7 +20,7 @@ class Rope {
  private:
   at::Tensor cos_;  // [max_seq_len, head_dim], float64 on the CPU
   at::Tensor sin_;
-  // The last [T, 1, head_dim] pair handed out, converted to the caller's device and dtype (reused across
+  // The last [T, 1, head_dim] pair handed out, on the caller's device in at least float32 (reused across
   // blocks and steps; a unit's forward is single-threaded).
   mutable at::Tensor cos_cached_, sin_cached_;
 };

@@ -1,6 +1,6 @@
 #include "parallel/sharded_model.h"
 
-#include <cmath>
+#include <ATen/core/grad_mode.h>
 #include <unordered_map>
 
 #include "parallel/unit_function.h"
@@ -84,16 +84,18 @@ void ShardedModel::wait_grads() {
   for (auto& u : units_) u->wait_grad();
 }
 
-double ShardedModel::clip_grad_norm(double max_norm) {
+at::Tensor ShardedModel::clip_grad_norm(double max_norm) {
   at::NoGradGuard no_grad;
   auto sq = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(opts_.device));
   for (auto& u : units_) sq += u->flat().grad().to(at::kDouble).pow(2).sum();
   shard_.all_reduce(sq, comm::ReduceOp::Sum, comm::Traffic::Control)->wait();
-  const double norm = std::sqrt(sq.item<double>());
-  // torch.nn.utils.clip_grad_norm_'s rule, so runs compare with PyTorch trainers.
-  const double coef = max_norm / (norm + 1e-6);
-  if (max_norm > 0 && coef < 1.0)
+  auto norm = sq.sqrt();
+  // torch.nn.utils.clip_grad_norm_'s rule, so runs compare with PyTorch trainers; the coefficient stays on the
+  // device (a factor of 1 leaves the gradients exact).
+  if (max_norm > 0) {
+    const auto coef = (max_norm / (norm + 1e-6)).clamp_max(1.0);
     for (auto& u : units_) u->flat().grad().mul_(coef);
+  }
   return norm;
 }
 

@@ -65,7 +65,8 @@ class ShardedModel {
 
   // Global gradient norm: sqrt of the sum over `shard` of each rank's squared shard norms (shards are
   // disjoint and replicas identical). Scales the gradients down to max_norm if max_norm > 0 and exceeded.
-  double clip_grad_norm(double max_norm);
+  // Returns the norm as a float64 scalar on the model's device: reading it is the caller's host sync.
+  at::Tensor clip_grad_norm(double max_norm);
 
   // Full (unpadded) values of every parameter, gathered over `shard`; collective.
   std::map<std::string, at::Tensor> full_parameters();

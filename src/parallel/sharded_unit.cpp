@@ -1,5 +1,7 @@
 #include "parallel/sharded_unit.h"
 
+#include <ATen/core/grad_mode.h>
+
 #include "util/error.h"
 
 namespace fedshard::parallel {
@@ -50,29 +52,40 @@ bool ShardedUnit::forward_done(bool training) {
   return opts_.recompute && opts_.reshard_after_forward && call_sites_ == 1;
 }
 
-void ShardedUnit::backward_done(const at::Tensor& full_grad) {
+void ShardedUnit::backward_done(const std::vector<at::Tensor>& grads) {
   at::NoGradGuard no_grad;
+  // One call site: flatten straight into the reduce dtype. Several (a tied weight): sum the sites in at least
+  // float32, as FSDP2 accumulates, so a bf16 compute dtype does not round the partial sums.
+  const auto accumulate = call_sites_ == 1 ? opts_.reduce() : at::promote_types(opts_.reduce(), at::kFloat);
+  auto flat = flat_->flatten(grads, accumulate);
   if (backward_calls_ == 0)
-    grad_accum_ = full_grad;
+    grad_accum_ = flat;
   else
-    grad_accum_ = grad_accum_ + full_grad;
+    grad_accum_.add_(flat);
   if (++backward_calls_ < call_sites_) return;
   backward_calls_ = 0;
   free();
 
-  auto grad = grad_accum_.to(opts_.master_dtype);  // reduce in master precision
+  auto grad = grad_accum_.to(opts_.reduce());
   grad_accum_ = at::Tensor();
-  auto& out = flat_->grad();
+  auto& master = flat_->grad();
+  const bool cast_after = opts_.reduce() != master.scalar_type();
+  auto out = cast_after ? at::empty(master.sizes(), master.options().dtype(opts_.reduce())) : master;
   if (shard_comm_.size() == 1)
     out.copy_(grad);
   else
     reductions_.push_back(shard_comm_.reduce_scatter(grad, out, comm::ReduceOp::Mean));
   if (replica_comm_.size() > 1) reductions_.push_back(replica_comm_.all_reduce(out, comm::ReduceOp::Mean));
+  reduced_ = cast_after ? out : at::Tensor();
 }
 
 void ShardedUnit::wait_grad() {
   for (auto& w : reductions_) w->wait();
   reductions_.clear();
+  if (reduced_.defined()) {
+    flat_->grad().copy_(reduced_);
+    reduced_ = at::Tensor();
+  }
 }
 
 }  // namespace fedshard::parallel

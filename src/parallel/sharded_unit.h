@@ -14,9 +14,13 @@
 
 namespace fedshard::parallel {
 
+// FSDP2's MixedPrecisionPolicy: param_dtype = compute_dtype, reduce_dtype; master weights and optimizer
+// state stay in master_dtype.
 struct ShardingOptions {
-  at::ScalarType master_dtype = at::kFloat;   // master weights, optimizer state, gradient reduction
+  at::ScalarType master_dtype = at::kFloat;   // master weights, optimizer state, reduced gradient
   at::ScalarType compute_dtype = at::kFloat;  // gathered parameters and activations
+  at::ScalarType reduce_dtype = at::ScalarType::Undefined;  // gradient reductions on the wire; Undefined: master
+  at::ScalarType reduce() const { return reduce_dtype == at::ScalarType::Undefined ? master_dtype : reduce_dtype; }
   bool recompute = true;                      // per-unit activation checkpointing
   bool reshard_after_forward = true;          // free gathered params after forward (re-gather in backward)
   at::Device device = at::kCPU;               // where shards, gathers and compute live
@@ -40,8 +44,9 @@ class ShardedUnit {
   // Call-site bookkeeping for one training step (a tied weight's unit runs at several call sites).
   // Returns true when the parameter may be freed after this forward call.
   bool forward_done(bool training);
-  // Adds one call site's full gradient; after the last call site, launches the reduction and frees.
-  void backward_done(const at::Tensor& full_grad);
+  // Adds one call site's per-entry gradients (FlatParam::flatten's input); after the last call site, launches
+  // the reduction in reduce_dtype and frees. Several call sites accumulate in at least float32.
+  void backward_done(const std::vector<at::Tensor>& grads);
   // Waits for the reduction: flat().grad() then holds the averaged gradient of this rank's shard.
   void wait_grad();
 
@@ -56,6 +61,7 @@ class ShardedUnit {
   at::Tensor full_;
   comm::WorkHandle gather_;
   at::Tensor grad_accum_;
+  at::Tensor reduced_;  // the shard's reduced gradient in reduce_dtype, when that is not master_dtype
   std::vector<comm::WorkHandle> reductions_;
 };
 

@@ -66,7 +66,7 @@ class UnitFunction : public torch::autograd::Function<UnitFunction> {
                                        /*create_graph=*/false, /*allow_unused=*/true);
     at::Tensor grad_x = x_grad ? grads.back() : at::Tensor();
     if (x_grad) grads.pop_back();
-    su.backward_done(su.flat().flatten(grads, su.options().compute_dtype));
+    su.backward_done(grads);
     return {grad_x, at::Tensor(), at::Tensor()};
   }
 };

@@ -200,14 +200,14 @@ StrategyPlan plan_strategy(const Cluster& cluster, const Workload& w, const Stra
     // Mirrors ShardedUnit: a second gather in backward only when the unit was freed after forward.
     const int gathers = recompute && w.reshard_after_forward && call_sites == 1 ? 2 : 1;
     times[u].gather = one(shard, comm::Collective::AllGather, padded * w.param_bytes);
-    times[u].reduce = one(shard, comm::Collective::ReduceScatter, padded * w.master_bytes);
-    times[u].replica = one(replica, comm::Collective::AllReduce, padded / H * w.master_bytes);
+    times[u].reduce = one(shard, comm::Collective::ReduceScatter, padded * w.reduce_bytes);
+    times[u].replica = one(replica, comm::Collective::AllReduce, padded / H * w.reduce_bytes);
     times[u].freed_after_forward = gathers == 2;
     add(shard, comm::Collective::AllGather, padded * w.param_bytes, gathers, false, false);
-    add(shard, comm::Collective::ReduceScatter, padded * w.master_bytes, 1, false, false);
-    add(replica, comm::Collective::AllReduce, padded / H * w.master_bytes, 1, false, false);
+    add(shard, comm::Collective::ReduceScatter, padded * w.reduce_bytes, 1, false, false);
+    add(replica, comm::Collective::AllReduce, padded / H * w.reduce_bytes, 1, false, false);
     if (s.strategy.federated) {
-      add(cross, comm::Collective::AllReduce, padded / S * w.master_bytes, 1, true, false);
+      add(cross, comm::Collective::AllReduce, padded / S * w.reduce_bytes, 1, true, false);
       add(replica, comm::Collective::AllGather, padded / H * w.master_bytes, 1, true, false);
     }
   }

@@ -49,7 +49,8 @@ struct Workload {
   int64_t batch_per_rank = 2;   // sequences
   int64_t seq_len = 2048;
   int param_bytes = 2;   // bytes per element gathered (compute dtype)
-  int master_bytes = 2;  // bytes per element reduced and aggregated (master / reduction dtype)
+  int reduce_bytes = 4;  // bytes per element of gradient reductions and the federation average (reduce dtype)
+  int master_bytes = 4;  // bytes per element of the master weights (the replica all-gather after a round)
   double compute_seconds = 0;    // >0: measured compute time per step (replaces FLOPs / rate), optimizer included
   double optimizer_seconds = 0;  // the part of compute_seconds spent in the optimizer step (cannot overlap)
   bool overlap = true;

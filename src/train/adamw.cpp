@@ -1,5 +1,9 @@
 #include "train/adamw.h"
 
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+#include <torch/version.h>
+
 #include <cmath>
 
 #include "util/error.h"
@@ -23,9 +27,21 @@ AdamW::AdamW(const OptimizerConfig& cfg, std::vector<ParamSlice> slices) : Optim
     state_[i] = {{"exp_avg", at::zeros_like(slices_[i].param)}, {"exp_avg_sq", at::zeros_like(slices_[i].param)}};
 }
 
+bool fused_adamw_available() {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  return true;
+#else
+  return false;
+#endif
+}
+
 void AdamW::step(double lr) {
   at::NoGradGuard no_grad;
   ++steps_;
+  if (cfg_.fused) {
+    fused_step(lr);
+    return;
+  }
   const double bc1 = 1.0 - std::pow(cfg_.beta1, static_cast<double>(steps_));
   const double bc2 = 1.0 - std::pow(cfg_.beta2, static_cast<double>(steps_));
   for (size_t i = 0; i < slices_.size(); ++i) {
@@ -38,6 +54,30 @@ void AdamW::step(double lr) {
     auto denom = (v.sqrt() / std::sqrt(bc2)).add_(cfg_.eps);
     s.param.addcdiv_(m, denom, -lr / bc1);
   }
+}
+
+void AdamW::fused_step(double lr) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  bool masked = false;
+  for (const auto& s : slices_) masked = masked || s.decay_mask.defined();
+  std::vector<at::Tensor> params, grads, exp_avgs, exp_avg_sqs, steps;
+  for (size_t i = 0; i < slices_.size(); ++i) {
+    if (masked) decay(slices_[i], lr, cfg_.weight_decay);
+    params.push_back(slices_[i].param);
+    grads.push_back(slices_[i].grad);
+    exp_avgs.push_back(state_[i].at("exp_avg"));
+    exp_avg_sqs.push_back(state_[i].at("exp_avg_sq"));
+  }
+  if (!step_count_.defined() || step_count_.device() != params.front().device())
+    step_count_ = at::zeros({}, params.front().options().dtype(at::kFloat).requires_grad(false));
+  step_count_.fill_(static_cast<double>(steps_));  // the kernel's bias corrections read the step count
+  steps.assign(params.size(), step_count_);
+  at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lr, cfg_.beta1, cfg_.beta2,
+                    masked ? 0.0 : cfg_.weight_decay, cfg_.eps, /*amsgrad=*/false, /*maximize=*/false);
+#else
+  (void)lr;
+  FS_ASSERT(false, "fused AdamW on LibTorch ", TORCH_VERSION);
+#endif
 }
 
 Sgd::Sgd(const OptimizerConfig& cfg, std::vector<ParamSlice> slices) : Optimizer(cfg, std::move(slices)) {
@@ -62,6 +102,9 @@ void Sgd::step(double lr) {
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg, std::vector<ParamSlice> slices) {
+  FS_CHECK(!cfg.fused || cfg.name == "adamw", "optim.fused applies to adamw only (optim.name = ", cfg.name, ")");
+  FS_CHECK(!cfg.fused || fused_adamw_available(), "optim.fused = on needs LibTorch >= 2.4 (this build has ",
+           TORCH_VERSION, "); use auto or off");
   if (cfg.name == "adamw") return std::make_unique<AdamW>(cfg, std::move(slices));
   if (cfg.name == "sgd") return std::make_unique<Sgd>(cfg, std::move(slices));
   throw Error(cat("unknown optimizer '", cfg.name, "' (expected adamw or sgd)"));

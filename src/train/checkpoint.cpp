@@ -1,5 +1,6 @@
 #include "train/checkpoint.h"
 
+#include <ATen/core/grad_mode.h>
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cstdio>

@@ -68,15 +68,19 @@ Binding key_binding(std::string key, T TrainConfig::*field, std::string help) {
 const std::vector<Binding>& bindings() {
   static const std::vector<Binding> b = {
       key_binding("model.name", &TrainConfig::model, "model preset: tiny, small, llama3.2-1b, llama3.1-8b, llama3.1-70b"),
-      key_binding("model.vocab_size", &TrainConfig::vocab_size, "vocabulary size; 0 = the data's tokenizer"),
+      key_binding("model.vocab_size", &TrainConfig::vocab_size, "vocabulary size; 0 = the preset's or the data's tokenizer's; larger than the tokenizer's = padding rows"),
+      key_binding("model.n_layers", &TrainConfig::n_layers, "transformer blocks; 0 = the preset's (e.g. 4 for a cut-down llama3.1-8b)"),
+      key_binding("model.tie_embeddings", &TrainConfig::tie_embeddings, "output head shares the embedding: preset | true | false"),
       key_binding("model.dtype", &TrainConfig::dtype, "master weights and optimizer state: float32 | float64"),
       key_binding("model.compute_dtype", &TrainConfig::compute_dtype, "parameters and activations in compute: float32 | bfloat16 | float64"),
       key_binding("model.device", &TrainConfig::device, "cpu | cuda"),
+      key_binding("model.attention", &TrainConfig::attention, "attention kernel: auto (sdpa where LibTorch has it) | sdpa | math"),
       key_binding("model.init_from", &TrainConfig::init_from, "initialize from a Hugging Face Llama directory (config.json + model.safetensors)"),
       key_binding("data.dir", &TrainConfig::data_dir, "directory written by fedshard prepare"),
       key_binding("data.seq_len", &TrainConfig::seq_len, "tokens per sequence"),
       key_binding("data.batch_size", &TrainConfig::batch_size, "sequences per rank per step"),
       key_binding("data.partition", &TrainConfig::partition, "split of the training data across groups: iid | by-source | dirichlet:ALPHA"),
+      key_binding("data.pin_memory", &TrainConfig::pin_memory, "cuda: copy each batch from pinned host memory without blocking"),
       key_binding("optim.name", &TrainConfig::optimizer, "inner optimizer: adamw | sgd"),
       key_binding("optim.lr", &TrainConfig::lr, "peak learning rate"),
       key_binding("optim.min_lr_ratio", &TrainConfig::min_lr_ratio, "cosine floor as a fraction of the peak lr"),
@@ -88,6 +92,7 @@ const std::vector<Binding>& bindings() {
       key_binding("optim.decay_norms_and_embeddings", &TrainConfig::decay_norms_and_embeddings, "apply weight decay to norm weights and embeddings too"),
       key_binding("optim.grad_clip", &TrainConfig::grad_clip, "max global gradient norm; 0 = no clipping"),
       key_binding("optim.momentum", &TrainConfig::momentum, "SGD momentum"),
+      key_binding("optim.fused", &TrainConfig::fused, "AdamW in one fused kernel: auto (where LibTorch has it) | on | off"),
       key_binding("parallel.strategy", &TrainConfig::strategy, "ddp | fsdp | hsdp | fl-ddp | fl-fsdp | fl-hsdp"),
       key_binding("parallel.group_size", &TrainConfig::group_size, "ranks per federation group S (fl-*)"),
       key_binding("parallel.shard_size", &TrainConfig::shard_size, "ranks per shard group H (hsdp, fl-hsdp)"),
@@ -97,6 +102,7 @@ const std::vector<Binding>& bindings() {
       key_binding("parallel.ranks_per_node", &TrainConfig::ranks_per_node, "0 = detect nodes; N = emulate nodes of N ranks"),
       key_binding("parallel.threads", &TrainConfig::threads, "intra-op threads per rank; 0 = cores per node / ranks per node"),
       key_binding("parallel.backend", &TrainConfig::backend, "collectives: auto | mpi (host-staged for cuda) | nccl"),
+      key_binding("parallel.reduce_dtype", &TrainConfig::reduce_dtype, "gradient reductions and the federation average on the wire: float32 | bfloat16 | float64 (not wider than model.dtype)"),
       key_binding("federation.outer_optimizer", &TrainConfig::outer_optimizer, "fedavg | nesterov"),
       key_binding("federation.outer_lr", &TrainConfig::outer_lr, "outer learning rate (nesterov)"),
       key_binding("federation.outer_momentum", &TrainConfig::outer_momentum, "outer momentum (nesterov)"),
@@ -116,6 +122,7 @@ const std::vector<Binding>& bindings() {
       key_binding("train.out", &TrainConfig::out, "run directory"),
       key_binding("train.log_every", &TrainConfig::log_every, "steps between metrics lines"),
       key_binding("train.peak_flops", &TrainConfig::peak_flops, "peak FLOP/s per rank for MFU; 0 = measure a matmul"),
+      key_binding("train.defer_host_sync", &TrainConfig::defer_host_sync, "keep the loss and grad norm on the device until the step's log line"),
   };
   return b;
 }
@@ -137,10 +144,20 @@ void validate(const TrainConfig& c) {
   FS_CHECK(c.seq_len > 0, "data.seq_len must be positive, got ", c.seq_len);
   FS_CHECK(c.batch_size > 0, "data.batch_size must be positive, got ", c.batch_size);
   FS_CHECK(c.vocab_size >= 0, "model.vocab_size must not be negative");
+  FS_CHECK(c.n_layers >= 0, "model.n_layers must not be negative");
+  FS_CHECK(one_of(c.tie_embeddings, {"preset", "true", "false"}), "model.tie_embeddings must be preset, true or false, got '",
+           c.tie_embeddings, "'");
   FS_CHECK(one_of(c.dtype, {"float32", "float64"}), "model.dtype must be float32 or float64, got '", c.dtype, "'");
   FS_CHECK(one_of(c.compute_dtype, {"float32", "bfloat16", "float64"}),
            "model.compute_dtype must be float32, bfloat16 or float64, got '", c.compute_dtype, "'");
   FS_CHECK(one_of(c.device, {"cpu", "cuda"}), "model.device must be cpu or cuda, got '", c.device, "'");
+  FS_CHECK(one_of(c.attention, {"auto", "sdpa", "math"}), "model.attention must be auto, sdpa or math, got '",
+           c.attention, "'");
+  FS_CHECK(one_of(c.fused, {"auto", "on", "off"}), "optim.fused must be auto, on or off, got '", c.fused, "'");
+  FS_CHECK(one_of(c.reduce_dtype, {"float32", "bfloat16", "float64"}),
+           "parallel.reduce_dtype must be float32, bfloat16 or float64, got '", c.reduce_dtype, "'");
+  FS_CHECK(!(c.reduce_dtype == "float64" && c.dtype != "float64"), "parallel.reduce_dtype = float64 is wider than model.dtype = ",
+           c.dtype, ": reductions land in the master dtype");
   FS_CHECK(one_of(c.backend, {"auto", "mpi", "nccl"}), "parallel.backend must be auto, mpi or nccl, got '", c.backend, "'");
   FS_CHECK(c.backend != "nccl" || c.device == "cuda", "parallel.backend = nccl needs model.device = cuda");
   FS_CHECK(one_of(c.optimizer, {"adamw", "sgd"}), "optim.name must be adamw or sgd, got '", c.optimizer, "'");

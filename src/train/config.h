@@ -14,16 +14,20 @@ namespace fedshard::train {
 struct TrainConfig {
   // [model]
   std::string model = "small";
-  int64_t vocab_size = 0;                 // 0: the tokenizer's vocabulary (from the data manifest)
+  int64_t vocab_size = 0;                 // 0: the preset's, else the tokenizer's; >= the tokenizer's (padding)
+  int64_t n_layers = 0;                   // 0: the preset's
+  std::string tie_embeddings = "preset";  // preset | true | false
   std::string dtype = "float32";          // master weights and optimizer state: float32 | float64
   std::string compute_dtype = "float32";  // gathered parameters and activations: float32 | bfloat16 | float64
   std::string init_from;                  // Hugging Face Llama directory (config.json + model.safetensors)
   std::string device = "cpu";             // cpu | cuda (rank r uses GPU local_rank % GPUs on its host)
+  std::string attention = "auto";         // auto (sdpa where LibTorch has it) | sdpa | math
   // [data]
   std::string data_dir = "data/brown";
   int64_t seq_len = 256;
   int64_t batch_size = 8;  // sequences per rank per step
   std::string partition = "iid";  // iid | by-source | dirichlet:ALPHA (across federation groups)
+  bool pin_memory = true;         // cuda: pinned host batch, copied to the device without blocking
   // [optim]
   std::string optimizer = "adamw";  // adamw | sgd
   double lr = 3e-4;
@@ -36,6 +40,7 @@ struct TrainConfig {
   bool decay_norms_and_embeddings = true;  // torchtitan and the paper decay everything
   double grad_clip = 1.0;  // 0: off
   double momentum = 0.0;   // sgd only
+  std::string fused = "auto";  // adamw in one fused kernel: auto (where LibTorch has it) | on | off
   // [parallel]
   std::string strategy = "fsdp";  // ddp | fsdp | hsdp | fl-ddp | fl-fsdp | fl-hsdp
   int64_t group_size = 0;         // S (fl-*); 0: whole world
@@ -46,6 +51,7 @@ struct TrainConfig {
   int64_t ranks_per_node = 0;  // 0: detect; >0 emulate nodes of that many ranks
   int64_t threads = 0;         // intra-op threads per rank; 0: cores per node / ranks per node
   std::string backend = "auto";  // auto (nccl for cuda in a CUDA build, else mpi) | mpi | nccl
+  std::string reduce_dtype = "float32";  // gradient reductions and the federation average: float32 | bfloat16 | float64
   // [federation]
   std::string outer_optimizer = "fedavg";  // fedavg | nesterov
   double outer_lr = 1.0;
@@ -70,6 +76,7 @@ struct TrainConfig {
   std::string out = "runs/latest";
   int64_t log_every = 1;
   double peak_flops = 0;  // per rank, for MFU; 0: measure a float32 matmul at start-up
+  bool defer_host_sync = true;  // loss and grad norm stay on the device until the step's log line
 
   nlohmann::json to_json() const;
 };

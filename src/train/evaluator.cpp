@@ -1,5 +1,6 @@
 #include "train/evaluator.h"
 
+#include <ATen/core/grad_mode.h>
 #include <cmath>
 
 namespace fedshard::train {

@@ -25,7 +25,11 @@ struct OptimizerConfig {
   double eps = 1e-8;
   double weight_decay = 0.1;
   double momentum = 0.0;  // sgd only
+  bool fused = false;     // adamw: one at::_fused_adamw_ call per step (needs fused_adamw_available())
 };
+
+// Whether this LibTorch has at::_fused_adamw_ for CPU and CUDA tensors (2.4 and later).
+bool fused_adamw_available();
 
 class Optimizer {
  public:

@@ -4,6 +4,7 @@
 #include <ATen/Parallel.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <sys/resource.h>
+#include <torch/version.h>
 
 #include <chrono>
 #include <cmath>
@@ -15,10 +16,12 @@
 #include "comm/link_emulation.h"
 #include "comm/mpi_runtime.h"
 #include "model/hf_adapter.h"
+#include "model/layers.h"
 #include "data/manifest.h"
 #include "train/evaluator.h"
 #include "train/fault_injection.h"
 #include "train/progress.h"
+#include "util/build_info.h"
 #include "util/error.h"
 #include "util/posix_file.h"
 #include "util/safetensors.h"
@@ -84,20 +87,33 @@ TrainSetup prepare_training(const TrainConfig& cfg, int world_size, int world_ra
   s.strategy = parallel::parse_strategy(cfg.strategy);
   s.topology = parallel::topology_spec(s.strategy, world_size, static_cast<int>(cfg.group_size),
                                        static_cast<int>(cfg.shard_size), static_cast<int>(cfg.ranks_per_node));
-  FS_CHECK(cfg.device == "cpu" || at::hasCUDA(), "model.device = cuda but this LibTorch has no CUDA or sees no GPU");
-#ifdef FEDSHARD_CUDA
-  const bool nccl_built = true;
-#else
-  const bool nccl_built = false;
-#endif
+  const bool nccl_built = built_with_cuda();
+  FS_CHECK(cfg.device == "cpu" || nccl_built, "model.device = cuda but this fedshard was built without CUDA (against ",
+           "a CPU LibTorch); build it against a CUDA LibTorch (docs/cuda.md)");
+  FS_CHECK(cfg.device == "cpu" || visible_gpus() > 0, "model.device = cuda but no GPU is visible to this process (",
+           build_description(), ")");
   FS_CHECK(cfg.backend != "nccl" || nccl_built, "parallel.backend = nccl needs a build against a CUDA LibTorch");
   s.topology.backend = cfg.backend == "auto" ? (cfg.device == "cuda" && nccl_built ? "nccl" : "mpi") : cfg.backend;
   s.model = model::preset(cfg.model);
+  s.model.attention = model::parse_attention_kernel(cfg.attention);
+  FS_CHECK(cfg.fused != "on" || fused_adamw_available(), "optim.fused = on needs LibTorch >= 2.4 (this build has ",
+           TORCH_VERSION, "); use auto or off");
+  FS_CHECK(cfg.fused != "on" || cfg.optimizer == "adamw", "optim.fused = on applies to adamw only (optim.name = ",
+           cfg.optimizer, ")");
   const auto manifest = data::Manifest::load(cfg.data_dir);
-  if (cfg.vocab_size > 0) s.model.vocab_size = cfg.vocab_size;
+  if (cfg.n_layers > 0) s.model.n_layers = cfg.n_layers;
+  if (cfg.tie_embeddings != "preset") s.model.tie_embeddings = cfg.tie_embeddings == "true";
   const int64_t data_vocab = manifest.tokenizer.vocab_size;
   if (s.model.vocab_size == 0) s.model.vocab_size = data_vocab;
-  FS_CHECK(s.model.vocab_size == data_vocab, "model ", cfg.model, " has vocab ", s.model.vocab_size, " but ",
+  // An explicit model.vocab_size may pad the tokenizer's vocabulary (rows no token uses, as llm.c pads GPT-2's
+  // 50257 to 50304); a preset's own vocabulary must be the data's.
+  if (cfg.vocab_size > 0) {
+    FS_CHECK(cfg.vocab_size >= data_vocab, "model.vocab_size = ", cfg.vocab_size, " is smaller than the vocab ",
+             data_vocab, " of tokenizer ", manifest.tokenizer.spec, " that ", cfg.data_dir, " was prepared with");
+    s.model.vocab_size = cfg.vocab_size;
+  }
+  FS_CHECK(s.model.vocab_size >= data_vocab && (cfg.vocab_size > 0 || s.model.vocab_size == data_vocab), "model ",
+           cfg.model, " has vocab ", s.model.vocab_size, " but ",
            cfg.data_dir, " was prepared with tokenizer ", manifest.tokenizer.spec, " (vocab ", data_vocab,
            "); set model.vocab_size or prepare the data with a matching tokenizer");
   s.model.validate();
@@ -184,6 +200,7 @@ Trainer::Trainer(TrainSetup setup) : s_(std::move(setup)) {
   parallel::ShardingOptions opts;
   opts.master_dtype = dtype_of(cfg.dtype);
   opts.compute_dtype = dtype_of(cfg.compute_dtype);
+  opts.reduce_dtype = dtype_of(cfg.reduce_dtype);
   opts.recompute = cfg.activation_checkpointing == "on" ||
                    (cfg.activation_checkpointing == "auto" && layout.shard_size > 1);
   opts.reshard_after_forward = cfg.reshard_after_forward;
@@ -209,6 +226,7 @@ Trainer::Trainer(TrainSetup setup) : s_(std::move(setup)) {
   oc.eps = cfg.eps;
   oc.weight_decay = cfg.weight_decay;
   oc.momentum = cfg.momentum;
+  oc.fused = cfg.optimizer == "adamw" && (cfg.fused == "on" || (cfg.fused == "auto" && fused_adamw_available()));
   optimizer_ = make_optimizer(oc, std::move(slices));
 
   schedule_.peak = cfg.lr;
@@ -220,6 +238,7 @@ Trainer::Trainer(TrainSetup setup) : s_(std::move(setup)) {
     federation::FederationOptions fo;
     fo.outer = {cfg.outer_optimizer, cfg.outer_lr, cfg.outer_momentum};
     fo.inner_state = cfg.inner_state;
+    fo.reduce_dtype = opts.reduce_dtype;
     aggregator_ = std::make_unique<federation::Aggregator>(*sharded_, *topo_, *optimizer_, fo);
   }
 
@@ -257,6 +276,8 @@ Trainer::Trainer(TrainSetup setup) : s_(std::move(setup)) {
                             {"emulated_nodes", topo_->emulated_nodes()},
                             {"threads_per_rank", threads},
                             {"activation_checkpointing", opts.recompute},
+                            {"fused_adamw", oc.fused},
+                            {"attention", cfg.attention == "math" || !model::sdpa_available() ? "math" : "sdpa"},
                             {"parameters", s_.model.param_count()},
                             {"vocab_size", s_.model.vocab_size},
                             {"warmup_steps", schedule_.warmup},
@@ -306,7 +327,9 @@ Trainer::StepResult Trainer::train_step(int64_t step) {
   const auto t0 = Clock::now();
   const auto comm0 = comm::Ledger::instance().snapshot();
   const int64_t t = s_.cfg.seq_len;
-  auto batch = s_.train->batch(sampler_->windows(step - 1, sampler_reader_)).to(sharded_->options().device);
+  const auto device = sharded_->options().device;
+  auto batch = s_.train->batch(sampler_->windows(step - 1, sampler_reader_));
+  if (!device.is_cpu()) batch = s_.cfg.pin_memory ? batch.pin_memory().to(device, /*non_blocking=*/true) : batch.to(device);
   auto logits = sharded_->forward(batch.narrow(1, 0, t));
   auto loss = model::next_token_loss(logits, batch.narrow(1, 1, t));
   loss.backward();
@@ -315,7 +338,10 @@ Trainer::StepResult Trainer::train_step(int64_t step) {
 
   StepResult r;
   r.step = step;
-  r.grad_norm = sharded_->clip_grad_norm(s_.cfg.grad_clip);
+  // With defer_host_sync the norm and the loss stay on the device until the end of the step, so the host
+  // queues the optimizer and the aggregation without waiting for the backward pass to finish.
+  const auto grad_norm = sharded_->clip_grad_norm(s_.cfg.grad_clip);
+  if (!s_.cfg.defer_host_sync) r.grad_norm = grad_norm.item<double>();
   r.lr = schedule_.at(step);
   const auto opt0 = Clock::now();
   optimizer_->step(r.lr);
@@ -336,6 +362,7 @@ Trainer::StepResult Trainer::train_step(int64_t step) {
   if (inject_nan(topo_->world_rank(), step)) l.fill_(std::nan(""));
   topo_->group().all_reduce(l, comm::ReduceOp::Mean, comm::Traffic::Control)->wait();
   r.loss = l.item<double>();
+  if (s_.cfg.defer_host_sync) r.grad_norm = grad_norm.item<double>();
   if (!std::isfinite(r.loss))
     throw Error(cat("loss is ", r.loss, " at step ", step, " in group ", topo_->group_index(),
                     "; stopping (lower optim.lr or enable optim.grad_clip)"))
