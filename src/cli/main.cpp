@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/startup.h"
 #include "comm/mpi_runtime.h"
+#include "util/build_info.h"
 #include "util/error.h"
 
 int main(int argc, char** argv) {
@@ -16,6 +17,8 @@ int main(int argc, char** argv) {
   CLI::App app{"fedshard: sharded (FSDP/HSDP) and federated (FL+FSDP/FL+HSDP) training of Llama-style models"};
   app.require_subcommand(1, 1);
   app.set_help_all_flag("--help-all", "Describe every subcommand and flag");
+  app.set_version_flag("--version", [] { return "fedshard: " + build_description(); },
+                       "Print what this binary was built with (LibTorch, CUDA, NCCL) and the GPUs it sees");
   std::vector<cli::Command> commands = {cli::add_info(app), cli::add_prepare(app), cli::add_train(app), cli::add_plan(app), cli::add_report(app), cli::add_export(app)};
 
   try {
@@ -23,6 +26,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // One line naming the problem, and where to look, instead of CLI11's multi-line dump.

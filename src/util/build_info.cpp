@@ -1,0 +1,64 @@
+#include "util/build_info.h"
+
+#include <torch/version.h>
+
+#ifdef FEDSHARD_CUDA
+#include <cuda_runtime.h>
+#include <nccl.h>
+#endif
+
+#include "util/error.h"
+
+namespace fedshard {
+
+namespace {
+
+#ifdef FEDSHARD_CUDA
+// cudaGetDeviceCount, not LibTorch's device count: the latter warns on stderr when no driver is present,
+// and an error must stay one line.
+int device_count(std::string* why) {
+  int n = 0;
+  const cudaError_t rc = cudaGetDeviceCount(&n);
+  if (rc != cudaSuccess) {
+    if (why) *why = cudaGetErrorString(rc);
+    return 0;
+  }
+  return n;
+}
+#endif
+
+}  // namespace
+
+bool built_with_cuda() {
+#ifdef FEDSHARD_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+int visible_gpus() {
+#ifdef FEDSHARD_CUDA
+  return device_count(nullptr);
+#else
+  return 0;
+#endif
+}
+
+std::string build_description() {
+#ifdef FEDSHARD_CUDA
+  int runtime = 0;
+  cudaRuntimeGetVersion(&runtime);
+  int nccl = 0;
+  ncclGetVersion(&nccl);
+  std::string why;
+  const int gpus = device_count(&why);
+  return cat("LibTorch ", TORCH_VERSION, " with CUDA ", CUDART_VERSION / 1000, ".", CUDART_VERSION % 1000 / 10,
+             " (runtime ", runtime / 1000, ".", runtime % 1000 / 10, "), NCCL ", nccl / 10000, ".", nccl % 10000 / 100,
+             ".", nccl % 100, "; GPUs visible: ", gpus > 0 ? std::to_string(gpus) : "none (" + why + ")");
+#else
+  return cat("LibTorch ", TORCH_VERSION, ", CPU only (built without CUDA: model.device = cuda is not available)");
+#endif
+}
+
+}  // namespace fedshard
