@@ -8,6 +8,9 @@
 
 #include "util/error.h"
 
+// at::_fused_adamw_ runs on CPU tensors from LibTorch 2.4 on (on CUDA from 2.0).
+#define FEDSHARD_HAS_FUSED_ADAMW (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4))
+
 namespace fedshard::train {
 
 namespace {
@@ -27,13 +30,7 @@ AdamW::AdamW(const OptimizerConfig& cfg, std::vector<ParamSlice> slices) : Optim
     state_[i] = {{"exp_avg", at::zeros_like(slices_[i].param)}, {"exp_avg_sq", at::zeros_like(slices_[i].param)}};
 }
 
-bool fused_adamw_available() {
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-  return true;
-#else
-  return false;
-#endif
-}
+bool fused_adamw_available() { return FEDSHARD_HAS_FUSED_ADAMW; }
 
 void AdamW::step(double lr) {
   at::NoGradGuard no_grad;
@@ -57,7 +54,7 @@ void AdamW::step(double lr) {
 }
 
 void AdamW::fused_step(double lr) {
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+#if FEDSHARD_HAS_FUSED_ADAMW
   bool masked = false;
   for (const auto& s : slices_) masked = masked || s.decay_mask.defined();
   std::vector<at::Tensor> params, grads, exp_avgs, exp_avg_sqs, steps;

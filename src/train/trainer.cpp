@@ -104,18 +104,18 @@ TrainSetup prepare_training(const TrainConfig& cfg, int world_size, int world_ra
   if (cfg.n_layers > 0) s.model.n_layers = cfg.n_layers;
   if (cfg.tie_embeddings != "preset") s.model.tie_embeddings = cfg.tie_embeddings == "true";
   const int64_t data_vocab = manifest.tokenizer.vocab_size;
-  if (s.model.vocab_size == 0) s.model.vocab_size = data_vocab;
   // An explicit model.vocab_size may pad the tokenizer's vocabulary (rows no token uses, as llm.c pads GPT-2's
   // 50257 to 50304); a preset's own vocabulary must be the data's.
   if (cfg.vocab_size > 0) {
     FS_CHECK(cfg.vocab_size >= data_vocab, "model.vocab_size = ", cfg.vocab_size, " is smaller than the vocab ",
              data_vocab, " of tokenizer ", manifest.tokenizer.spec, " that ", cfg.data_dir, " was prepared with");
     s.model.vocab_size = cfg.vocab_size;
+  } else {
+    if (s.model.vocab_size == 0) s.model.vocab_size = data_vocab;
+    FS_CHECK(s.model.vocab_size == data_vocab, "model ", cfg.model, " has vocab ", s.model.vocab_size, " but ",
+             cfg.data_dir, " was prepared with tokenizer ", manifest.tokenizer.spec, " (vocab ", data_vocab,
+             "); set model.vocab_size or prepare the data with a matching tokenizer");
   }
-  FS_CHECK(s.model.vocab_size >= data_vocab && (cfg.vocab_size > 0 || s.model.vocab_size == data_vocab), "model ",
-           cfg.model, " has vocab ", s.model.vocab_size, " but ",
-           cfg.data_dir, " was prepared with tokenizer ", manifest.tokenizer.spec, " (vocab ", data_vocab,
-           "); set model.vocab_size or prepare the data with a matching tokenizer");
   s.model.validate();
   FS_CHECK(cfg.seq_len <= s.model.max_seq_len, "data.seq_len ", cfg.seq_len, " exceeds the max_seq_len ",
            s.model.max_seq_len, " of model ", cfg.model);

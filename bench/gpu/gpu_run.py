@@ -1,0 +1,166 @@
+"""The GPU phases of bench/gpu/device-check.sh (issue "GPU path, part 2"), driving the real fedshard binary.
+
+  gpu_run.py checks --bin B --data D --out DIR [--device cuda|cpu]
+      correctness: CUDA vs CPU (float32, 20 steps); fsdp/hsdp vs ddp on 2 and 4 ranks sharing the GPU
+      (host-staged MPI); fl-fsdp S=2 K=4: aggregation steps and bytes per tier vs `fedshard plan`; NCCL with
+      one rank. --device cpu runs every comparison on the CPU: a dry run of this script without a GPU.
+  gpu_run.py bench --bin B --data D --out DIR [--device cuda|cpu] [--shapes 1b,8b4]
+      speed: fedshard and the PyTorch peer (eager, torch.compile) on the same shapes, bf16 compute.
+Writes DIR/checks.json or DIR/bench.json and prints a table; exits 1 if a check fails.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MPIRUN = ["mpirun", "--oversubscribe", "--allow-run-as-root", "--bind-to", "none"]
+
+
+def run(cmd, log):
+    with open(log, "w") as f:
+        f.write(" ".join(cmd) + "\n")
+        f.flush()
+        rc = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT)
+    if rc != 0:
+        raise RuntimeError(f"exit {rc}: {' '.join(cmd)} (log {log})")
+
+
+def metrics(run_dir, kind="step"):
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        return [j for j in map(json.loads, f) if j["type"] == kind]
+
+
+def train(a, name, ranks=1, extra=(), steps=20):
+    run_dir = os.path.join(a.out, name)
+    cmd = ([] if ranks == 1 else MPIRUN + ["-np", str(ranks)]) + [
+        a.bin, "train", "--config", "configs/demo.toml", "--data", a.data, "--steps", str(steps), "--out", run_dir,
+        "--set", "eval.every=0", "--set", "eval.windows=8", "--set", "train.peak_flops=1e12"] + list(extra)
+    run(cmd, run_dir + ".log")
+    return metrics(run_dir)
+
+
+def rel_diff(a_losses, b_losses):
+    return max(abs(x - y) / abs(y) for x, y in zip(a_losses, b_losses))
+
+
+def checks(a):
+    results = []
+
+    def record(name, ok, detail):
+        results.append({"check": name, "ok": bool(ok), "detail": detail})
+        print(f"{'ok  ' if ok else 'FAIL'} {name}: {detail}", flush=True)
+
+    dev = ["--set", f"model.device={a.device}"]
+    mpi = dev + ["--set", "parallel.backend=mpi"]
+    losses = lambda steps: [s["loss"] for s in steps]
+    try:
+        cpu = losses(train(a, "cpu-f32", extra=["--set", "model.device=cpu"]))
+        one = losses(train(a, "dev-f32", extra=mpi))
+        d = rel_diff(one, cpu)
+        record(f"{a.device} vs cpu, small f32, 20 steps", len(one) == 20 and d <= 1e-4, f"max rel diff {d:.2e}")
+        for ranks in (2, 4):
+            ddp = losses(train(a, f"ddp-np{ranks}", ranks, mpi + ["--strategy", "ddp"]))
+            others = [("fsdp", ["--strategy", "fsdp"])] + ([("hsdp", ["--strategy", "hsdp", "--shard-size", "2"])]
+                                                         if ranks == 4 else [])
+            for name, flags in others:
+                got = losses(train(a, f"{name}-np{ranks}", ranks, mpi + flags))
+                d = rel_diff(got, ddp)
+                record(f"{name} vs ddp on {ranks} ranks (host-staged mpi)", d <= 1e-4, f"max rel diff {d:.2e}")
+        fl = train(a, "fl-fsdp-np4", 4, mpi + ["--strategy", "fl-fsdp", "--group-size", "2", "--sync-every", "4"])
+        agg = [s["step"] for s in fl if s["aggregated"]]
+        record("fl-fsdp S=2 K=4 aggregates on steps 4, 8, ...", agg == [4, 8, 12, 16, 20], f"aggregated {agg}")
+        plan = json.loads(subprocess.check_output([
+            a.bin, "plan", "--nodes", "1", "--ranks-per-node", "4", "--model", "small", "--vocab-size", "258",
+            "--strategy", "fl-fsdp:S=2,K=4", "--batch", "8", "--seq", "256", "--bytes-per-element", "4",
+            "--compute-seconds", "1", "--json"]))["plans"][0]
+        worst = 0.0
+        for s in fl:
+            for tier in ("node", "inter_node", "inter_group"):
+                round_bytes = plan["bytes_per_round"][tier]
+                want = plan["bytes_per_step"][tier] - round_bytes / 4 + (round_bytes if s["aggregated"] else 0)
+                worst = max(worst, abs(s["bytes"][tier] - want))
+        record("fl-fsdp bytes per tier equal fedshard plan's", worst < 1e-3, f"max |measured - plan| {worst:.3g} B")
+        if a.device == "cuda":
+            nccl = losses(train(a, "nccl-np1", 1, dev + ["--set", "parallel.backend=nccl", "--strategy", "fsdp"]))
+            d = rel_diff(nccl, one)
+            record("nccl world of one: fsdp trains and matches", d <= 1e-4 and nccl[-1] < nccl[0], f"max rel diff {d:.2e}")
+    except Exception as e:  # a failed run is a failed check, reported with its log
+        record("runs", False, str(e))
+    with open(os.path.join(a.out, "checks.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    return all(r["ok"] for r in results)
+
+
+SHAPES = {  # fedshard flags, peer shape, batch
+    "1b": (["--model", "llama3.2-1b", "--set", "model.tie_embeddings=false"], "1b", 4),
+    "8b4": (["--model", "llama3.1-8b", "--set", "model.n_layers=4"], "8b4", 2),
+    "tiny": (["--model", "small", "--set", "model.n_layers=2", "--set", "model.vocab_size=1024"], "tiny", 2),
+}
+
+
+def bench(a):
+    rows = []
+    seq = 2048 if a.device == "cuda" else 64
+    for shape in a.shapes.split(","):
+        flags, peer_shape, batch = SHAPES[shape]
+        run_dir = os.path.join(a.out, f"fedshard-{shape}")
+        cmd = [a.bin, "train", "--config", "configs/demo.toml", "--data", a.data, "--steps", "15", "--out", run_dir,
+               "--batch-size", str(batch), "--seq-len", str(seq), "--strategy", "ddp",
+               "--set", f"model.device={a.device}", "--set", "model.compute_dtype=bfloat16",
+               "--set", "parallel.activation_checkpointing=off", "--set", "optim.fused=auto",
+               "--set", "eval.every=0", "--set", "eval.windows=1", "--set", "train.peak_flops=989e12"] + flags
+        if shape != "tiny":
+            cmd += ["--set", "model.vocab_size=128256"]
+        try:
+            run(cmd, run_dir + ".log")
+            steps = metrics(run_dir)[5:]
+            tps = len(steps) / sum(1.0 / s["tok_per_s"] for s in steps)  # tokens per second over the timed steps
+            summary = metrics(run_dir, "summary")[0]
+            rows.append({"shape": shape, "impl": "fedshard", "tok_per_s": tps, "mfu": sum(s["mfu"] for s in steps) / len(steps),
+                         "peak_memory_gb": summary.get("peak_gpu_mb_max", 0) / 1e3 or None})
+        except Exception as e:
+            rows.append({"shape": shape, "impl": "fedshard", "error": str(e)})
+        for compiled in (False, True):
+            log = os.path.join(a.out, f"peer-{shape}-{'compile' if compiled else 'eager'}.log")
+            cmd = [sys.executable, os.path.join(HERE, "torch_peer.py"), "--shape", peer_shape, "--batch", str(batch),
+                   "--seq", str(seq), "--device", a.device] + (["--compile"] if compiled else [])
+            try:
+                run(cmd, log)
+                with open(log) as f:
+                    peer = json.loads([l for l in f if l.startswith("{")][-1])
+                rows.append({"shape": shape, "impl": peer["peer"], "tok_per_s": peer["tok_per_s"], "mfu": peer["mfu"],
+                             "peak_memory_gb": peer["peak_memory_gb"]})
+            except Exception as e:
+                rows.append({"shape": shape, "impl": "pytorch-compile" if compiled else "pytorch-eager", "error": str(e)})
+    print(f"{'shape':6} {'implementation':16} {'tok/s':>10} {'MFU':>7} {'peak GB':>8} {'vs compile':>10}")
+    for r in rows:
+        if "error" in r:
+            print(f"{r['shape']:6} {r['impl']:16} error: {r['error']}")
+            continue
+        ref = [x for x in rows if x["shape"] == r["shape"] and x["impl"] == "pytorch-compile" and "error" not in x]
+        ratio = f"{r['tok_per_s'] / ref[0]['tok_per_s']:.3f}" if ref else "-"
+        mem = f"{r['peak_memory_gb']:.1f}" if r.get("peak_memory_gb") else "-"
+        print(f"{r['shape']:6} {r['impl']:16} {r['tok_per_s']:10.0f} {r['mfu']:7.3f} {mem:>8} {ratio:>10}")
+    with open(os.path.join(a.out, "bench.json"), "w") as f:
+        json.dump(rows, f, indent=1)
+    return all("error" not in r for r in rows)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("what", choices=["checks", "bench"])
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    ap.add_argument("--shapes", default="1b,8b4")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    ok = checks(a) if a.what == "checks" else bench(a)
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
