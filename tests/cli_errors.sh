@@ -66,6 +66,7 @@ expect "unknown link tier" "unknown network tier 'moon'" -- "${train[@]}" --link
 expect "unknown partition" "unknown partition 'zipf'" -- "${train[@]}" --partition zipf
 expect "plan: impossible group" "group size 3 does not divide the world size 512" -- \
   "$bin" plan --paper --strategy fl-fsdp:S=3
+expect "plan: sync every 0 steps" "--sync-every" -- "$bin" plan --paper --sync-every 0
 expect "report: not a run dir" "no metrics.jsonl in $tmp" -- "$bin" report "$tmp" --out "$tmp/rep"
 expect "export: not a checkpoint" "neither a checkpoint nor a run directory" -- "$bin" export "$tmp" --out "$tmp/exp"
 

@@ -140,7 +140,9 @@ Command add_plan(CLI::App& app) {
                   "shards and groups");
   sub->add_option("--group-size", a->group_size, "S for fl-* strategies given without S");
   sub->add_option("--shard-size", a->shard_size, "H for hsdp strategies given without H");
-  sub->add_option("--sync-every", a->sync_every, "K for fl-* strategies given without K")->capture_default_str();
+  sub->add_option("--sync-every", a->sync_every, "K for fl-* strategies given without K")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   sub->add_option("--batch", a->batch, "sequences per rank per step")->capture_default_str();
   sub->add_option("--seq", a->seq, "tokens per sequence")->capture_default_str();
   sub->add_option("--link", a->links, "TIER=BANDWIDTH,LATENCY, e.g. inter-group=1Gbit/s,500us (repeatable)");
