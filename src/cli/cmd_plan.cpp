@@ -142,7 +142,7 @@ Command add_plan(CLI::App& app) {
   sub->add_option("--shard-size", a->shard_size, "H for hsdp strategies given without H");
   sub->add_option("--sync-every", a->sync_every, "K for fl-* strategies given without K")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1000000));
   sub->add_option("--batch", a->batch, "sequences per rank per step")->capture_default_str();
   sub->add_option("--seq", a->seq, "tokens per sequence")->capture_default_str();
   sub->add_option("--link", a->links, "TIER=BANDWIDTH,LATENCY, e.g. inter-group=1Gbit/s,500us (repeatable)");
