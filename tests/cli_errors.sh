@@ -94,6 +94,17 @@ expect_mpi "shard size not dividing the group" "shard size 3 does not divide the
 expect_mpi "more groups than sources (by-source)" "needs at least one source per group: 4 groups" -- \
   -np 4 "${train[@]}" --strategy fl-ddp --group-size 1 --partition by-source
 
+# A LibTorch error (an allocation far beyond memory) is its message on one line, without LibTorch's backtrace.
+out=$(timeout 120 "${train[@]}" --batch-size 300000000 2>&1 >/dev/null)
+rc=$?
+if [ "$rc" -eq 3 ] && [ "$(grep -c '^fedshard: rank 0 of 1: .*can.t allocate memory' <<<"$out")" -eq 1 ] && ! grep -q "frame #" <<<"$out"; then
+  echo "ok   LibTorch error without backtrace: $(tail -n 1 <<<"$out")"
+else
+  echo "FAIL LibTorch error without backtrace: rc=$rc"
+  printf '%s\n' "$out" | sed 's/^/    /'
+  fails=$((fails + 1))
+fi
+
 cp -r "$tmp/corpus" "$tmp/truncated"
 shard=$(ls "$tmp/truncated"/train-*.bin | head -1)
 truncate -s -100 "$shard"

@@ -1,6 +1,7 @@
 // fedshard: one binary, one subcommand per task. Bad input ends with one "fedshard: error: ..." line and
 // exit status 2; a failure inside a multi-rank job aborts every rank with the failing rank named.
 #include <CLI/CLI.hpp>
+#include <c10/util/Exception.h>
 
 #include <iostream>
 #include <memory>
@@ -11,6 +12,19 @@
 #include "comm/mpi_runtime.h"
 #include "util/build_info.h"
 #include "util/error.h"
+
+namespace {
+
+// LibTorch's errors carry a C++ backtrace of twenty-odd frames after the message: print the message alone,
+// on one line.
+std::string first_line(const std::exception& e) {
+  const auto* torch_error = dynamic_cast<const c10::Error*>(&e);
+  std::string msg = torch_error ? torch_error->what_without_backtrace() : e.what();
+  msg = msg.substr(0, msg.find('\n'));
+  return msg;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace fedshard;
@@ -60,7 +74,7 @@ int main(int argc, char** argv) {
     // Found by some ranks mid-job: the others may be inside a collective, so end them all.
     comm::MpiRuntime::abort(2);
   } catch (const std::exception& e) {
-    std::cerr << "fedshard: rank " << rank << " of " << world << ": " << e.what() << std::endl;
+    std::cerr << "fedshard: rank " << rank << " of " << world << ": " << first_line(e) << std::endl;
     if (world > 1) comm::MpiRuntime::abort(3);
     return 3;
   }
