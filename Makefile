@@ -38,7 +38,7 @@ test-cuda: build-cuda
 	@cd $(CUDA_BUILD) && ctest --output-on-failure --timeout 600 -j1
 
 test: test-cpu $(if $(WITH_CUDA),test-cuda,)
-	@$(if $(WITH_CUDA),true,echo "make test: no nvcc, so the CUDA variant was not built (CUDA=on makes that an error)")
+	@$(if $(WITH_CUDA),true,echo "make test: the CUDA variant was not built (CUDA=$(CUDA)$(if $(NVCC),,, no nvcc found); CUDA=on requires it)")
 
 data/brown/manifest.json: | build
 	@bash scripts/fetch-brown.sh
