@@ -69,8 +69,10 @@ FEDSHARD_FAULT=kill:2:8:checkpoint run 4 "$tmp/runs/midwrite" --strategy fsdp \
 run 4 "$tmp/runs/midwrite" --strategy fsdp --resume auto || fail "resume after mid-write kill"
 same_losses "kill -9 while writing a checkpoint, resume" "$tmp/runs/midwrite" "$tmp/runs/ref"
 
-# 3. The whole job SIGKILLed from outside once step 9 is logged.
-( "${mpi[@]}" -np 4 "$bin" "${base[@]}" --out "$tmp/runs/whole" --strategy fsdp >"$tmp/runs/whole.log" 2>&1 & )
+# 3. The whole job SIGKILLed from outside once step 9 is logged. Rank 0 stalls in step 10, so the kill lands
+# there and not, on a fast machine, after the job has finished.
+( FEDSHARD_FAULT=stall:0:10 "${mpi[@]}" -x FEDSHARD_FAULT -np 4 "$bin" "${base[@]}" --out "$tmp/runs/whole" \
+    --strategy fsdp >"$tmp/runs/whole.log" 2>&1 & )
 for _ in $(seq 600); do
   n=$(grep -c '"type":"step"' "$tmp/runs/whole/metrics.jsonl" 2>/dev/null)
   [ "${n:-0}" -ge 9 ] && break

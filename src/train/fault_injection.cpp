@@ -1,9 +1,11 @@
 #include "train/fault_injection.h"
 
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "util/error.h"
@@ -31,8 +33,8 @@ const FaultPlan& plan() {
     FS_CHECK(parts.size() == 3 || parts.size() == 4, "FEDSHARD_FAULT='", env,
              "' must be ACTION:RANK:STEP[:POINT]");
     f.action = parts[0];
-    FS_CHECK(f.action == "throw" || f.action == "kill" || f.action == "nan", "FEDSHARD_FAULT action '", f.action,
-             "' must be throw, kill or nan");
+    FS_CHECK(f.action == "throw" || f.action == "kill" || f.action == "nan" || f.action == "stall",
+             "FEDSHARD_FAULT action '", f.action, "' must be throw, kill, nan or stall");
     try {
       f.rank = std::stoi(parts[1]);
       f.step = std::stoll(parts[2]);
@@ -58,6 +60,10 @@ void maybe_inject_fault(FaultPoint point, int rank, int64_t step) {
   const auto& f = plan();
   if (!f.active || f.point != point || f.rank != rank || f.step != step || f.action == "nan") return;
   if (f.action == "kill") std::raise(SIGKILL);
+  if (f.action == "stall") {
+    std::this_thread::sleep_for(std::chrono::seconds(60));
+    return;
+  }
   throw std::runtime_error(cat("injected fault (FEDSHARD_FAULT) at step ", step));
 }
 
