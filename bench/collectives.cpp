@@ -43,7 +43,7 @@ void compute(const at::Tensor& a, int matmuls) {
 int main(int argc, char** argv) {
   comm::MpiRuntime mpi(&argc, &argv);
   at::set_num_threads(1);
-  comm::Topology topo({0, 0, 0});
+  comm::Topology topo(comm::Layout::uniform(comm::MpiRuntime::get().world_size(), 0, 0), {});
   auto& w = topo.world();
   const int p = w.size();
   const bool root = mpi.world_rank() == 0;

@@ -1,40 +1,39 @@
-// A sharded (and optionally federated) training engine assembled from the real parts, driven with explicit
-// batches so tests can compare it with the single-process reference.
+// The training engine as the trainer builds it (train::parallelize), driven with explicit batches so tests
+// can compare it with the single-process reference.
 #pragma once
 
 #include <memory>
 #include <string>
 
 #include "comm/mpi_runtime.h"
-#include "comm/topology.h"
-#include "federation/aggregator.h"
-#include "model/llama.h"
-#include "parallel/sharded_model.h"
-#include "train/optimizer.h"
+#include "parallel/strategy.h"
+#include "train/engine.h"
 
 namespace fedshard::fixture {
 
-struct Engine {
-  std::unique_ptr<comm::Topology> topo;
-  std::unique_ptr<model::Llama> model;
-  std::unique_ptr<parallel::ShardedModel> sharded;
-  std::unique_ptr<train::Optimizer> opt;
-  std::unique_ptr<federation::Aggregator> agg;
+// Equal groups: S ranks per group (0 = the world), H per shard (0 = the group), emulated nodes (0 = detect).
+struct Sizes {
+  int group_size = 0, shard_size = 0, ranks_per_node = 0;
+};
 
-  Engine(const model::ModelConfig& cfg, comm::TopologySpec spec, parallel::ShardingOptions opts,
-         const std::string& optimizer = "adamw", bool federated = false,
-         federation::FederationOptions fed = {}) {
-    topo = std::make_unique<comm::Topology>(spec);
-    model = std::make_unique<model::Llama>(cfg, opts.master_dtype, /*materialize=*/false);
-    sharded = std::make_unique<parallel::ShardedModel>(*model, topo->shard(), topo->replica(), opts,
-                                                       topo->layout().group_size, /*seed=*/5);
-    std::vector<train::ParamSlice> slices;
-    for (auto& u : sharded->units()) slices.push_back({u->flat().shard(), u->flat().grad(), at::Tensor()});
-    train::OptimizerConfig oc;
-    oc.name = optimizer;
-    opt = train::make_optimizer(oc, slices);
-    if (federated) agg = std::make_unique<federation::Aggregator>(*sharded, *topo, *opt, fed);
+struct Engine : train::Engine {
+  Engine(const model::ModelConfig& cfg, comm::Layout layout, parallel::ShardingOptions opts,
+         const std::string& optimizer = "adamw", bool federated = false, federation::FederationOptions fed = {},
+         int ranks_per_node = 0) {
+    train::EngineSpec spec;
+    spec.layout = std::move(layout);
+    spec.topology.ranks_per_node = ranks_per_node;
+    spec.model = cfg;
+    spec.sharding = opts;
+    spec.optimizer.name = optimizer;
+    if (federated) spec.federation = fed;
+    spec.seed = 5;
+    static_cast<train::Engine&>(*this) = train::parallelize(spec);
   }
+  Engine(const model::ModelConfig& cfg, Sizes s, parallel::ShardingOptions opts, const std::string& optimizer = "adamw",
+         bool federated = false, federation::FederationOptions fed = {})
+      : Engine(cfg, comm::Layout::uniform(comm::MpiRuntime::get().world_size(), s.group_size, s.shard_size), opts,
+               optimizer, federated, fed, s.ranks_per_node) {}
 
   // One step on this rank's rows of `batch`: rows [row0, row0 + rows). Returns the loss averaged over `mean_over`.
   double step(const at::Tensor& batch, int64_t row0, int64_t rows, double lr, double max_norm,
@@ -46,7 +45,7 @@ struct Engine {
     loss.backward();
     sharded->wait_grads();
     sharded->clip_grad_norm(max_norm);
-    opt->step(lr);
+    optimizer->step(lr);
     auto l = loss.detach().to(at::kDouble).reshape({1}).clone();
     mean_over.all_reduce(l, comm::ReduceOp::Mean, comm::Traffic::Control)->wait();
     return l.item<double>();

@@ -7,29 +7,10 @@ set -u
 bin=$1
 tmp=$(mktemp -d)
 trap 'pkill -9 -f "$tmp" 2>/dev/null; umount "$tmp/small" 2>/dev/null; rm -rf "$tmp"' EXIT
-fails=0
-mpi=(mpirun --oversubscribe --allow-run-as-root)
-py=/usr/bin/python3
-
-fail() {
-  echo "FAIL $*"
-  fails=$((fails + 1))
-}
-ok() { echo "ok   $*"; }
-
-mkdir -p "$tmp/raw/gnu" "$tmp/raw/other"
-cp /usr/share/common-licenses/GPL-3 /usr/share/common-licenses/LGPL-2.1 "$tmp/raw/gnu/"
-cp /usr/share/common-licenses/Apache-2.0 /usr/share/common-licenses/MPL-2.0 "$tmp/raw/other/"
-"$bin" prepare --input "$tmp/raw" --out "$tmp/corpus" --val-fraction 0.5 >/dev/null || { echo "FAIL: prepare"; exit 1; }
+source "$(dirname "${BASH_SOURCE[0]}")/train_helpers.sh"
+make_corpus
 base=(train --model tiny --data "$tmp/corpus" --seq-len 32 --batch-size 2 --steps 12 --checkpoint-every 4
       --threads 1 --eval-every 0 --set eval.windows=4)
-
-# losses RUN: "step loss" per step line, floats printed exactly.
-losses() { $py -c "
-import json,sys
-for l in open('$1/metrics.jsonl'):
-    j = json.loads(l)
-    if j['type'] == 'step': print(j['step'], repr(j['loss']))"; }
 
 same_losses() {  # NAME RUN REF
   if diff <(losses "$2") <(losses "$3") >/dev/null && [ "$(losses "$2" | wc -l)" -eq 12 ]; then
@@ -137,7 +118,7 @@ corrupt "flipped byte" "rank-00001.safetensors is corrupt" \
   'printf "\x55" | dd of="$tmp/runs/c/checkpoints/step-00000008/rank-00001.safetensors" bs=1 seek=300 conv=notrunc status=none'
 corrupt "missing rank file" "rank-00003.safetensors is missing" 'rm "$tmp/runs/c/checkpoints/step-00000008/rank-00003.safetensors"'
 corrupt "topology that does not match" "impossible topology" \
-  'sed -i "s/\"shard_size\": 4/\"shard_size\": 3/" "$tmp/runs/c/checkpoints/step-00000008/meta.json"'
+  'sed -i "s/\"shard_size\": 0/\"shard_size\": 3/" "$tmp/runs/c/checkpoints/step-00000008/meta.json"'
 corrupt "another model" "checkpoint model has" 'true' --model small
 corrupt "dangling latest" "not a checkpoint directory" 'echo step-00000099 > "$tmp/runs/c/checkpoints/latest"'
 

@@ -1,6 +1,7 @@
 // Checkpoints through the real writer and reader: exact restore on the same layout (including a federated
 // run mid-round), re-slicing to another strategy and world layout, the group average of a mid-round
-// checkpoint, and the Hugging Face export/import round trip.
+// checkpoint, surviving groups continuing their own state after a group is lost, and the Hugging Face
+// export/import round trip.
 #include <gtest/gtest.h>
 #include <mpi.h>
 #include <unistd.h>
@@ -51,7 +52,7 @@ at::Tensor full_state(fixture::Engine& e, const std::string& key) {
   const auto& units = e.sharded->units();
   for (size_t u = 0; u < units.size(); ++u) {
     auto& flat = units[u]->flat();
-    auto& t = e.opt->state()[u].at(key);
+    auto& t = e.optimizer->state()[u].at(key);
     auto full = at::empty({flat.padded_numel()}, t.options());
     e.topo->shard().all_gather(t, full)->wait();
     parts.push_back(full.narrow(0, 0, flat.numel()));
@@ -74,7 +75,7 @@ TEST(Checkpoint, ReslicesToAnotherStrategyAndLayout) {
   const auto dir = fresh("reslice");
   fixture::Engine a(cfg, {0, 0, 0}, f64());  // fsdp over 8
   train_steps(a, 3);
-  train::save_checkpoint(dir.string(), 2, {3, 0}, config_json("fsdp"), cfg, *a.topo, *a.sharded, *a.opt, nullptr);
+  train::save_checkpoint(dir.string(), 2, {3, 0, 0, {0}}, config_json("fsdp"), cfg, *a.topo, *a.sharded, *a.optimizer, nullptr);
   const auto want_params = a.sharded->full_parameters();
   const auto want_m = full_state(a, "exp_avg");
   const auto meta = train::load_checkpoint_meta(*train::find_checkpoint("auto", dir.string()), cfg, true, world_rank());
@@ -82,9 +83,9 @@ TEST(Checkpoint, ReslicesToAnotherStrategyAndLayout) {
 
   fixture::Engine b(cfg, {4, 2, 0}, f64(), "adamw", /*federated=*/true);  // fl-hsdp S=4 H=2
   EXPECT_FALSE(train::same_layout(meta, b.topo->layout(), "fl-hsdp"));
-  const auto st = train::restore_checkpoint(meta, *b.topo, "fl-hsdp", *b.sharded, *b.opt, b.agg.get());
+  const auto st = train::restore_checkpoint(meta, *b.topo, "fl-hsdp", *b.sharded, *b.optimizer, b.aggregator.get());
   EXPECT_EQ(st.step, 3);
-  EXPECT_EQ(b.opt->steps(), 3);
+  EXPECT_EQ(b.optimizer->steps(), 3);
   EXPECT_EQ(fixture::max_abs_diff(b.sharded->full_parameters(), want_params), 0.0);
   EXPECT_TRUE(at::equal(full_state(b, "exp_avg"), want_m));
   // The restored run trains on from there.
@@ -98,13 +99,13 @@ TEST(Checkpoint, MidRoundFederatedCheckpointRestoresExactlyOrAsTheGroupAverage) 
   const int s = world_size() / 2;
   fixture::Engine a(cfg, {s, 0, 0}, f64(), "adamw", /*federated=*/true);  // fl-fsdp, 2 groups
   train_steps(a, 3);  // no sync: the groups' models differ
-  train::save_checkpoint(dir.string(), 2, {3, 3}, config_json("fl-fsdp"), cfg, *a.topo, *a.sharded, *a.opt, a.agg.get());
+  train::save_checkpoint(dir.string(), 2, {3, 3, 0, {0, 1}}, config_json("fl-fsdp"), cfg, *a.topo, *a.sharded, *a.optimizer, a.aggregator.get());
   const auto mine = a.sharded->full_parameters();
   const auto meta = train::load_checkpoint_meta(dir.string() + "/checkpoints/step-00000003", cfg, true, world_rank());
 
   // Same layout: every rank gets exactly its own group's state back, mid-round.
   fixture::Engine same(cfg, {s, 0, 0}, f64(), "adamw", true);
-  const auto st = train::restore_checkpoint(meta, *same.topo, "fl-fsdp", *same.sharded, *same.opt, same.agg.get());
+  const auto st = train::restore_checkpoint(meta, *same.topo, "fl-fsdp", *same.sharded, *same.optimizer, same.aggregator.get());
   EXPECT_EQ(st.steps_since_sync, 3);
   EXPECT_EQ(fixture::max_abs_diff(same.sharded->full_parameters(), mine), 0.0);
 
@@ -112,13 +113,51 @@ TEST(Checkpoint, MidRoundFederatedCheckpointRestoresExactlyOrAsTheGroupAverage) 
   std::map<std::string, at::Tensor> mean;
   for (const auto& [name, t] : mine) {
     auto both = at::empty({2 * t.numel()}, t.options());
-    a.topo->cross().all_gather(t.reshape({-1}).contiguous(), both)->wait();
+    a.topo->segments().front().comm->all_gather(t.reshape({-1}).contiguous(), both)->wait();
     mean[name] = both.view({2, t.numel()}).mean(0).view(t.sizes());
   }
   fixture::Engine other(cfg, {0, 0, 0}, f64());
-  train::restore_checkpoint(meta, *other.topo, "fsdp", *other.sharded, *other.opt, nullptr);
+  train::restore_checkpoint(meta, *other.topo, "fsdp", *other.sharded, *other.optimizer, nullptr);
   EXPECT_LE(fixture::max_abs_diff(other.sharded->full_parameters(), mean), 1e-15);
   EXPECT_LE(fixture::max_abs_diff(train::consolidated_parameters(meta), mean), 1e-15);
+}
+
+TEST(Checkpoint, SurvivingGroupsContinueTheirOwnStateOnAnotherLayout) {
+  // Four groups of 2 checkpointed mid-round; group 1 is lost. The run goes on as groups {3, 3, 2} that
+  // continue checkpoint groups 0, 2 and 3: each must hold exactly its own group's model and optimizer state
+  // (re-sliced to its new size), not the average, and stay mid-round.
+  if (world_size() != 8) GTEST_SKIP() << "needs 8 ranks";
+  const auto cfg = reference::tiny_config();
+  const auto dir = fresh("relayout");
+  fixture::Engine a(cfg, {2, 0, 0}, f64(), "adamw", /*federated=*/true);
+  train_steps(a, 3);  // no sync: the four groups' models differ
+  train::save_checkpoint(dir.string(), 1, {3, 3, 0, {0, 1, 2, 3}}, config_json("fl-fsdp"), cfg, *a.topo, *a.sharded,
+                         *a.optimizer, a.aggregator.get());
+  // Every group's full model and AdamW moment, as held before the failure.
+  auto everyone = [&](const at::Tensor& mine) {
+    auto all = at::empty({world_size() * mine.numel()}, mine.options());
+    a.topo->world().all_gather(mine, all, comm::Traffic::Control)->wait();
+    return all.view({world_size(), mine.numel()});
+  };
+  std::vector<at::Tensor> parts;
+  for (const auto& [name, t] : a.sharded->full_parameters()) parts.push_back(t.reshape({-1}));
+  const auto params = everyone(at::cat(parts));
+  const auto moments = everyone(full_state(a, "exp_avg"));
+  const auto meta = train::load_checkpoint_meta(dir.string() + "/checkpoints/step-00000003", cfg, true, world_rank());
+  EXPECT_EQ(meta.group_ids, (std::vector<int>{0, 1, 2, 3}));
+
+  const std::vector<int> continues = {0, 2, 3};
+  fixture::Engine b(cfg, comm::Layout({3, 3, 2}, 0), f64(), "adamw", /*federated=*/true);
+  const auto st = train::restore_checkpoint(meta, *b.topo, "fl-fsdp", *b.sharded, *b.optimizer, b.aggregator.get(),
+                                            continues);
+  EXPECT_EQ(st.steps_since_sync, 3);
+  const int old_rank = meta.layout.first_rank(continues[b.topo->coords().group]);
+  parts.clear();
+  for (const auto& [name, t] : b.sharded->full_parameters()) parts.push_back(t.reshape({-1}));
+  EXPECT_TRUE(at::equal(at::cat(parts), params[old_rank]));
+  EXPECT_TRUE(at::equal(full_state(b, "exp_avg"), moments[old_rank]));
+  // Not the average: the groups differed.
+  EXPECT_FALSE(at::equal(params[0], params[2]));
 }
 
 TEST(Checkpoint, HuggingFaceExportImportRoundTrip) {
@@ -126,7 +165,7 @@ TEST(Checkpoint, HuggingFaceExportImportRoundTrip) {
   const auto dir = fresh("hf");
   fixture::Engine a(cfg, {0, 0, 0}, f64());
   train_steps(a, 2);
-  train::save_checkpoint(dir.string(), 1, {2, 0}, config_json("fsdp"), cfg, *a.topo, *a.sharded, *a.opt, nullptr);
+  train::save_checkpoint(dir.string(), 1, {2, 0, 0, {0}}, config_json("fsdp"), cfg, *a.topo, *a.sharded, *a.optimizer, nullptr);
   const auto want = a.sharded->full_parameters();
   const auto ckpt = *train::find_checkpoint("auto", dir.string());
   // Export (what `fedshard export` writes), on rank 0.
@@ -140,9 +179,9 @@ TEST(Checkpoint, HuggingFaceExportImportRoundTrip) {
   // Import into a fresh engine of another layout through the HF names.
   const SafetensorsFile hf((dir / "model.safetensors").string());
   EXPECT_TRUE(hf.contains("model.layers.1.mlp.down_proj.weight"));
-  comm::Topology topo({0, 1, 0});  // ddp
+  comm::Topology topo(comm::Layout::uniform(world_size(), 0, 1), {});  // ddp
   model::Llama m(cfg, at::kDouble, false);
-  parallel::ShardedModel b(m, topo.shard(), topo.replica(), f64(), topo.layout().group_size,
+  parallel::ShardedModel b(m, topo.shard(), topo.replica(), f64(), topo.layout().pad_multiple(),
                            [&hf](const model::ParamSlot& s) { s.tensor->copy_(hf.tensor(model::to_hf_name(s.name))); });
   EXPECT_EQ(fixture::max_abs_diff(b.full_parameters(), want), 0.0);
   MPI_Barrier(MPI_COMM_WORLD);

@@ -57,7 +57,7 @@ void expect_fl_matches_reference(const FlCase& c, const std::string& optimizer, 
   const int64_t rows = 2, seq = 10;
   const double lr = optimizer == "sgd" ? 0.5 : 1e-2;
   fixture::Engine e(cfg, {c.group_size, c.shard_size, 0}, f64(), optimizer, /*federated=*/true);
-  const int groups = e.topo->layout().groups(), g = e.topo->group_index();
+  const int groups = e.topo->layout().groups(), g = e.topo->coords().group;
   reference::ReferenceOptions ro;
   ro.optimizer = optimizer;
   ro.lr = lr;
@@ -72,7 +72,7 @@ void expect_fl_matches_reference(const FlCase& c, const std::string& optimizer, 
       want.push_back(refs[i].step(batch.narrow(0, i * c.group_size * rows, c.group_size * rows)));
     EXPECT_NEAR(got, want[g], 1e-9) << c.name << " step " << s;
     if (s % k == 0) {
-      e.agg->sync(1.0);
+      e.aggregator->sync(1.0);
       std::vector<std::map<std::string, at::Tensor>> models;
       for (auto& r : refs) models.push_back(r.parameters());
       const auto mean = average(models);
@@ -87,7 +87,7 @@ double max_diff_from_group0(fixture::Engine& e) {
   std::vector<at::Tensor> parts;
   for (const auto& [name, t] : e.sharded->full_parameters()) parts.push_back(t.reshape({-1}));
   auto mine = at::cat(parts);
-  auto& cross = e.topo->cross();
+  auto& cross = *e.topo->segments().front().comm;  // equal groups: one segment per rank, one rank per group
   auto all = at::empty({mine.numel() * cross.size()}, mine.options());
   cross.all_gather(mine, all, comm::Traffic::Control)->wait();
   auto by_group = all.view({cross.size(), mine.numel()});
@@ -109,7 +109,7 @@ TEST(Federation, SgdWithSyncEveryStepEqualsTheWholeWorld) {
     for (int s = 1; s <= 4; ++s) {
       auto batch = reference::synthetic_batch(s, 2 * world_size(), 10, cfg.vocab_size);
       const double got = e.step(batch, world_rank() * 2, 2, ro.lr, 0.0, e.topo->world());
-      e.agg->sync(1.0);
+      e.aggregator->sync(1.0);
       EXPECT_NEAR(got, whole.step(batch), 1e-9) << c.name << " step " << s;
     }
     EXPECT_LE(fixture::max_abs_diff(e.sharded->full_parameters(), whole.parameters()), 1e-9) << c.name;
@@ -129,7 +129,7 @@ TEST(Federation, GroupsDivergeBetweenSyncsAndAgreeExactlyAfter) {
       e.step(batch, world_rank() * 2, 2, 1e-2, 1.0, e.topo->group());
       if (s < 4) EXPECT_GT(max_diff_from_group0(e), 1e-6) << c.name << " groups should differ at step " << s;
     }
-    e.agg->sync(1.0);
+    e.aggregator->sync(1.0);
     EXPECT_EQ(max_diff_from_group0(e), 0.0) << c.name << " groups must agree bitwise after the sync";
   }
 }
@@ -138,12 +138,12 @@ TEST(Federation, AggregateIsAWeightedMeanNotASum) {
   const auto cfg = reference::tiny_config();
   for (const auto& c : fl_cases()) {
     fixture::Engine e(cfg, {c.group_size, c.shard_size, 0}, f64(), "adamw", /*federated=*/true);
-    const int g = e.topo->group_index(), groups = e.topo->layout().groups();
+    const int g = e.topo->coords().group, groups = e.topo->layout().groups();
     {
       at::NoGradGuard no_grad;
       for (auto& u : e.sharded->units()) u->flat().shard().fill_(g + 1.0);  // group g holds g+1 everywhere
     }
-    e.agg->sync(/*weight=*/g + 1.0);  // unequal weights: group g weighs g+1
+    e.aggregator->sync(/*weight=*/g + 1.0);  // unequal weights: group g weighs g+1
     double num = 0, den = 0;
     for (int i = 0; i < groups; ++i) {
       num += (i + 1.0) * (i + 1.0);
@@ -162,12 +162,12 @@ TEST(Federation, InterGroupBytesPerAggregationMatchTheFormula) {
   for (const auto& c : fl_cases()) {
     fixture::Engine e(cfg, {c.group_size, c.shard_size, 0}, f64(), "adamw", /*federated=*/true);
     const auto& l = e.topo->layout();
-    const double G = l.groups(), S = l.group_size, H = l.shard_size, R = l.replicas();
+    const double G = l.groups(), S = l.group_size(0), H = l.shard_size(0), R = l.replicas(0);
     double padded = 0;
     for (auto& u : e.sharded->units()) padded += static_cast<double>(u->flat().padded_numel());
     const double psi_b = padded * 8.0;
     const auto before = comm::Ledger::instance().snapshot();
-    e.agg->sync(1.0);
+    e.aggregator->sync(1.0);
     const auto d = comm::Ledger::instance().snapshot() - before;
     const double inter_group = d.at(comm::Tier::InterGroup, comm::Traffic::Data).bus_bytes;
     EXPECT_NEAR(inter_group, 2.0 * (G - 1) / G * psi_b / S, 1e-6) << c.name;
@@ -176,8 +176,8 @@ TEST(Federation, InterGroupBytesPerAggregationMatchTheFormula) {
     EXPECT_NEAR(inter_group * R, whole_shards, 1e-6) << c.name;
     const double replica_gather = d.by_comm.count("replica") ? d.by_comm.at("replica").bus_bytes : 0.0;
     EXPECT_NEAR(replica_gather, (R - 1) / R * psi_b / H, 1e-6) << c.name;
-    // Control: the weight total, one double over `cross`.
-    EXPECT_NEAR(d.at(comm::Tier::InterGroup, comm::Traffic::Control).bus_bytes, 2.0 * (G - 1) / G * 8.0, 1e-9);
+    // Control: the weight total and the stop request, two doubles over the rank's one segment.
+    EXPECT_NEAR(d.at(comm::Tier::InterGroup, comm::Traffic::Control).bus_bytes, 2.0 * (G - 1) / G * 16.0, 1e-9);
   }
 }
 
@@ -190,10 +190,116 @@ TEST(Federation, SameGroupsGiveTheSameModelWhateverTheInnerSharding) {
     for (int s = 1; s <= 6; ++s) {
       auto batch = reference::synthetic_batch(s, 2 * world_size(), 10, cfg.vocab_size);
       e.step(batch, world_rank() * 2, 2, 1e-2, 0.5, e.topo->group());
-      if (s % 3 == 0) e.agg->sync(1.0);
+      if (s % 3 == 0) e.aggregator->sync(1.0);
     }
     results.push_back(e.sharded->full_parameters());
   }
   for (size_t i = 1; i < results.size(); ++i)
     EXPECT_LE(fixture::max_abs_diff(results[i], results[0]), 1e-9) << cases[i].name << " vs " << cases[0].name;
+}
+
+namespace {
+
+// Groups of different sizes on 8 ranks, fsdp inside (H = 0) or hsdp with H = 2.
+struct UnequalCase {
+  std::vector<int> groups;
+  int shard_size;
+  std::string label() const { return comm::Layout(groups, shard_size).describe_groups() + " H=" + std::to_string(shard_size); }
+};
+const std::vector<UnequalCase> kUnequal = {{{4, 2, 2}, 0}, {{3, 3, 2}, 0}, {{4, 2, 2}, 2}};
+
+// Weighted FedAvg of reference models: group g weighs S_g / N (its share of the tokens).
+std::map<std::string, at::Tensor> weighted_average(const std::vector<std::map<std::string, at::Tensor>>& models,
+                                                   const std::vector<int>& sizes) {
+  double n = 0;
+  for (int s : sizes) n += s;
+  std::map<std::string, at::Tensor> out;
+  for (const auto& [name, t] : models[0]) {
+    auto sum = at::zeros_like(t);
+    for (size_t g = 0; g < models.size(); ++g) sum += models[g].at(name) * (sizes[g] / n);
+    out[name] = sum;
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(Federation, UnequalGroupsWithSyncEveryStepEqualTheWholeBatch) {
+  // K = 1, SGD, no clipping, weights = tokens: the size-weighted mean of the groups' steps is one step on the
+  // concatenated batch, whatever the group sizes.
+  if (world_size() != 8) GTEST_SKIP() << "needs 8 ranks";
+  const auto cfg = reference::tiny_config();
+  for (const auto& c : kUnequal) {
+    fixture::Engine e(cfg, comm::Layout(c.groups, c.shard_size), f64(), "sgd", /*federated=*/true);
+    const int size = e.topo->layout().group_size(e.topo->coords().group);
+    reference::ReferenceOptions ro;
+    ro.optimizer = "sgd";
+    ro.lr = 0.5;
+    reference::ReferenceTrainer whole(cfg, 5, ro);
+    for (int s = 1; s <= 4; ++s) {
+      auto batch = reference::synthetic_batch(s, 2 * world_size(), 10, cfg.vocab_size);
+      const double group_loss = e.step(batch, world_rank() * 2, 2, ro.lr, 0.0, e.topo->group());
+      e.aggregator->sync(static_cast<double>(size));
+      // Each rank adds its group's mean loss / N: the groups' losses weighted by size, i.e. the batch mean.
+      auto l = at::full({1}, group_loss / world_size(), at::kDouble);
+      e.topo->world().all_reduce(l, comm::ReduceOp::Sum, comm::Traffic::Control)->wait();
+      EXPECT_NEAR(l.item<double>(), whole.step(batch), 1e-9) << c.label() << " step " << s;
+    }
+    EXPECT_LE(fixture::max_abs_diff(e.sharded->full_parameters(), whole.parameters()), 1e-9) << c.label();
+  }
+}
+
+TEST(Federation, UnequalGroupsEveryFourStepsMatchWeightedFedAvgOfThreeReferences) {
+  if (world_size() != 8) GTEST_SKIP() << "needs 8 ranks";
+  const auto cfg = reference::tiny_config();
+  const int64_t rows = 2, seq = 10;
+  for (const auto& c : kUnequal) {
+    fixture::Engine e(cfg, comm::Layout(c.groups, c.shard_size), f64(), "adamw", /*federated=*/true);
+    const auto& l = e.topo->layout();
+    const int g = e.topo->coords().group;
+    reference::ReferenceOptions ro;
+    ro.optimizer = "adamw";
+    ro.lr = 1e-2;
+    ro.max_norm = 0.5;
+    std::vector<reference::ReferenceTrainer> refs;
+    for (int i = 0; i < l.groups(); ++i) refs.emplace_back(cfg, 5, ro);
+    for (int s = 1; s <= 8; ++s) {
+      auto batch = reference::synthetic_batch(s, rows * world_size(), seq, cfg.vocab_size);
+      const double got = e.step(batch, world_rank() * rows, rows, ro.lr, ro.max_norm, e.topo->group());
+      std::vector<double> want;
+      for (int i = 0; i < l.groups(); ++i)
+        want.push_back(refs[i].step(batch.narrow(0, l.first_rank(i) * rows, l.group_size(i) * rows)));
+      EXPECT_NEAR(got, want[g], 1e-9) << c.label() << " step " << s;
+      if (s % 4 == 0) {
+        e.aggregator->sync(static_cast<double>(4 * l.group_size(g) * rows * seq));  // tokens since the last sync
+        std::vector<std::map<std::string, at::Tensor>> models;
+        for (auto& r : refs) models.push_back(r.parameters());
+        const auto mean = weighted_average(models, c.groups);
+        for (auto& r : refs) r.set_parameters(mean);
+      }
+    }
+    EXPECT_LE(fixture::max_abs_diff(e.sharded->full_parameters(), refs[g].parameters()), 1e-9) << c.label();
+  }
+}
+
+TEST(Federation, UnequalGroupsMoveTheModelAcrossGroupsOncePerRound) {
+  // Over all ranks, one round sends 2 (G - 1) Psi b across groups, as a ring all-reduce of the model among G
+  // parties does; each rank sends its share 2 (G - 1) / G * Psi b / S_g. Counted by the communicators.
+  if (world_size() != 8) GTEST_SKIP() << "needs 8 ranks";
+  const auto cfg = reference::tiny_config();
+  for (const auto& c : kUnequal) {
+    fixture::Engine e(cfg, comm::Layout(c.groups, c.shard_size), f64(), "adamw", /*federated=*/true);
+    const auto& l = e.topo->layout();
+    const double G = l.groups(), S = l.group_size(e.topo->coords().group);
+    double padded = 0;
+    for (auto& u : e.sharded->units()) padded += static_cast<double>(u->flat().padded_numel());
+    const double psi_b = padded * 8.0;
+    const auto before = comm::Ledger::instance().snapshot();
+    e.aggregator->sync(S);
+    const double mine = (comm::Ledger::instance().snapshot() - before).at(comm::Tier::InterGroup, comm::Traffic::Data).bus_bytes;
+    EXPECT_NEAR(mine, 2.0 * (G - 1) / G * psi_b / S, 1e-6) << c.label() << " rank " << world_rank();
+    auto total = at::full({1}, mine, at::kDouble);
+    e.topo->world().all_reduce(total, comm::ReduceOp::Sum, comm::Traffic::Control)->wait();
+    EXPECT_NEAR(total.item<double>(), 2.0 * (G - 1) * psi_b, 1e-6) << c.label();
+  }
 }

@@ -23,7 +23,8 @@ class LinkEmulation : public ::testing::Test {
  protected:
   void SetUp() override {
     // One rank per emulated node: the world communicator is inter-node.
-    topo_ = std::make_unique<comm::Topology>(comm::TopologySpec{0, 0, 1});
+    topo_ = std::make_unique<comm::Topology>(comm::Layout::uniform(comm::MpiRuntime::get().world_size(), 0, 0),
+                                             comm::TopologySpec{1});
     link_ = comm::parse_link_spec("100MB/s,1ms");
     comm::LinkEmulator::instance().set(comm::Tier::InterNode, link_);
   }

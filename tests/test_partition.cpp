@@ -32,7 +32,7 @@ class PartitionTest : public ::testing::Test {
 TEST_F(PartitionTest, BySourceGivesEachGroupOnlyItsSources) {
   const auto& sources = data_->manifest().sources;
   ASSERT_EQ(sources.size(), 2u);
-  const auto p = data::partition_windows(*data_, "by-source", 2, 0);
+  const auto p = data::partition_windows(*data_, "by-source", std::vector<int>(2, 2), 0);
   ASSERT_FALSE(p.global_stream);
   std::set<int64_t> seen;
   for (int g = 0; g < 2; ++g) {
@@ -43,13 +43,13 @@ TEST_F(PartitionTest, BySourceGivesEachGroupOnlyItsSources) {
     }
   }
   EXPECT_EQ(static_cast<int64_t>(seen.size()), data_->num_windows());
-  EXPECT_THROW(data::partition_windows(*data_, "by-source", 3, 0), Error);  // 3 groups, 2 sources
+  EXPECT_THROW(data::partition_windows(*data_, "by-source", std::vector<int>(3, 2), 0), Error);  // 3 groups, 2 sources
 }
 
 TEST_F(PartitionTest, DirichletCoversEveryWindowOnceAndIsSeeded) {
-  const auto a = data::partition_windows(*data_, "dirichlet:0.5", 4, 7);
-  const auto b = data::partition_windows(*data_, "dirichlet:0.5", 4, 7);
-  const auto c = data::partition_windows(*data_, "dirichlet:0.5", 4, 8);
+  const auto a = data::partition_windows(*data_, "dirichlet:0.5", std::vector<int>(4, 2), 7);
+  const auto b = data::partition_windows(*data_, "dirichlet:0.5", std::vector<int>(4, 2), 7);
+  const auto c = data::partition_windows(*data_, "dirichlet:0.5", std::vector<int>(4, 2), 8);
   EXPECT_EQ(a.pools, b.pools);
   EXPECT_NE(a.pools, c.pools);
   std::set<int64_t> seen;
@@ -57,9 +57,12 @@ TEST_F(PartitionTest, DirichletCoversEveryWindowOnceAndIsSeeded) {
     for (int64_t w : pool) EXPECT_TRUE(seen.insert(w).second);
   EXPECT_EQ(static_cast<int64_t>(seen.size()), data_->num_windows());
   // A large ALPHA approaches equal shares.
-  const auto even = data::partition_windows(*data_, "dirichlet:1000", 2, 1);
+  const auto even = data::partition_windows(*data_, "dirichlet:1000", std::vector<int>(2, 2), 1);
   const double share = double(even.pools[0].size()) / double(data_->num_windows());
   EXPECT_NEAR(share, 0.5, 0.05);
+  // Unequal groups get data in proportion to their ranks: 3 of 4 for a group of 3 ranks next to one of 1.
+  const auto uneven = data::partition_windows(*data_, "dirichlet:1000", {3, 1}, 1);
+  EXPECT_NEAR(double(uneven.pools[0].size()) / double(data_->num_windows()), 0.75, 0.05);
   // Dir(alpha) draws sum to one and average 1/n.
   double mean0 = 0;
   for (uint64_t s = 0; s < 400; ++s) {
@@ -73,14 +76,14 @@ TEST_F(PartitionTest, DirichletCoversEveryWindowOnceAndIsSeeded) {
 }
 
 TEST_F(PartitionTest, IidIsOneSeededStreamAndOneGroupIsAlwaysIid) {
-  EXPECT_TRUE(data::partition_windows(*data_, "iid", 4, 0).global_stream);
-  EXPECT_TRUE(data::partition_windows(*data_, "by-source", 1, 0).global_stream);
+  EXPECT_TRUE(data::partition_windows(*data_, "iid", std::vector<int>(4, 2), 0).global_stream);
+  EXPECT_TRUE(data::partition_windows(*data_, "by-source", std::vector<int>(1, 2), 0).global_stream);
   std::vector<int64_t> pool(data_->num_windows());
   for (size_t i = 0; i < pool.size(); ++i) pool[i] = static_cast<int64_t>(i);
   data::WindowSampler s1(pool, 4, 3, /*seed=*/11, 0), s2(pool, 4, 3, 11, 0), s3(pool, 4, 3, 12, 0);
   EXPECT_EQ(s1.windows(5, 2), s2.windows(5, 2));
   EXPECT_NE(s1.windows(5, 2), s3.windows(5, 2));
-  EXPECT_THROW(data::partition_windows(*data_, "shuffled", 2, 0), Error);
-  EXPECT_THROW(data::partition_windows(*data_, "dirichlet:abc", 2, 0), Error);
-  EXPECT_THROW(data::partition_windows(*data_, "dirichlet:-1", 2, 0), Error);
+  EXPECT_THROW(data::partition_windows(*data_, "shuffled", std::vector<int>(2, 2), 0), Error);
+  EXPECT_THROW(data::partition_windows(*data_, "dirichlet:abc", std::vector<int>(2, 2), 0), Error);
+  EXPECT_THROW(data::partition_windows(*data_, "dirichlet:-1", std::vector<int>(2, 2), 0), Error);
 }

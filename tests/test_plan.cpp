@@ -148,9 +148,9 @@ TEST(CostModel, PaperLayoutsSitOnTheRightTiers) {
   EXPECT_EQ(tiers("hsdp:H=4")["shard"], Tier::Node);
   EXPECT_EQ(tiers("hsdp:H=4")["replica"], Tier::InterNode);
   EXPECT_EQ(tiers("fl-fsdp:S=4")["shard"], Tier::Node);
-  EXPECT_EQ(tiers("fl-fsdp:S=4")["cross"], Tier::InterGroup);
+  EXPECT_EQ(tiers("fl-fsdp:S=4")["segment"], Tier::InterGroup);
   EXPECT_EQ(tiers("fl-hsdp:S=32,H=4")["replica"], Tier::InterNode);
-  EXPECT_EQ(tiers("fl-hsdp:S=32,H=4")["cross"], Tier::InterGroup);
+  EXPECT_EQ(tiers("fl-hsdp:S=32,H=4")["segment"], Tier::InterGroup);
   // 34 units (embedding, 32 blocks, head), Psi = 8,030,261,248.
   EXPECT_EQ(plan::unit_params(w).size(), 34u);
   int64_t sum = 0;

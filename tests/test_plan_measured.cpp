@@ -22,6 +22,7 @@ struct Case {
   std::string strategy;
   int group_size, shard_size;
   std::string reduce_dtype = "float32";
+  std::vector<int> groups = {};  // groups of different sizes instead of group_size
 };
 
 void expect_plan_matches_run(const Case& c, const std::string& data, const fs::path& out) {
@@ -36,6 +37,7 @@ void expect_plan_matches_run(const Case& c, const std::string& data, const fs::p
   cfg.sync_every = 2;
   cfg.strategy = c.strategy;
   cfg.group_size = c.group_size;
+  cfg.groups = c.groups;
   cfg.shard_size = c.shard_size;
   cfg.reduce_dtype = c.reduce_dtype;
   cfg.ranks_per_node = rpn;
@@ -63,6 +65,7 @@ void expect_plan_matches_run(const Case& c, const std::string& data, const fs::p
   plan::StrategySpec spec;
   spec.strategy = parallel::parse_strategy(c.strategy);
   spec.group_size = c.group_size;
+  spec.groups = c.groups;
   spec.shard_size = c.shard_size;
   spec.sync_every = static_cast<int>(cfg.sync_every);
   const auto p = plan::plan_strategy(cluster, w, spec);
@@ -72,11 +75,25 @@ void expect_plan_matches_run(const Case& c, const std::string& data, const fs::p
         comm::ring_bus_bytes(col.kind, col.full_bytes, col.ranks) * col.count;
 
   std::ifstream in(out / "metrics.jsonl");
-  int checked = 0;
+  int checked = 0, rounds = 0;
   for (std::string line; std::getline(in, line);) {
     const auto j = nlohmann::json::parse(line);
+    if (j["type"] == "summary") {
+      // Every rank's own steps, against the plan for that rank (ranks of groups of different sizes differ).
+      ASSERT_EQ(j["step_bytes_by_rank"].size(), static_cast<size_t>(mpi.world_size()));
+      for (int r = 0; r < mpi.world_size(); ++r) {
+        const auto b = plan::rank_bytes(p.layout, r, cluster, w, spec);
+        for (comm::Tier t : comm::kTiers) {
+          const int i = static_cast<int>(t);
+          const double want = cfg.steps * b.per_step[i] + rounds * b.per_round[i];
+          EXPECT_NEAR(j["step_bytes_by_rank"][r][comm::tier_metric_key(t)].get<double>(), want, 1e-9 * want + 1e-6)
+              << c.strategy << " rank " << r << " tier " << comm::tier_name(t);
+        }
+      }
+    }
     if (j["type"] != "step") continue;
     const bool agg = j["aggregated"].get<bool>();
+    rounds += agg;
     for (comm::Tier t : comm::kTiers) {
       const int i = static_cast<int>(t);
       EXPECT_NEAR(j["bytes"][comm::tier_metric_key(t)].get<double>(), step[i] + (agg ? round[i] : 0.0), 1e-6)
@@ -99,11 +116,17 @@ TEST(PlanVsMeasured, BytesPerStepAndRoundAreExact) {
   MPI_Barrier(MPI_COMM_WORLD);
   const int n = mpi.world_size();
   std::vector<Case> cases = {{"ddp", 0, 0}, {"fsdp", 0, 0}, {"hsdp", 0, 2}, {"fl-fsdp", 2, 0}, {"fl-ddp", n / 2, 0}};
-  if (n >= 8) cases.push_back({"fl-hsdp", 4, 2});
+  if (n >= 8) {
+    cases.push_back({"fl-hsdp", 4, 2});
+    cases.push_back({"fl-fsdp", 0, 0, "float32", {4, 2, 2}});
+    cases.push_back({"fl-fsdp", 0, 0, "float32", {3, 3, 2}});
+    cases.push_back({"fl-hsdp", 0, 2, "float32", {4, 2, 2}});
+  }
   cases.push_back({"hsdp", 0, 2, "bfloat16"});
   cases.push_back({"fl-fsdp", 2, 0, "bfloat16"});
   for (const auto& c : cases)
-    expect_plan_matches_run(c, (root / "corpus").string(), root / ("run-" + c.strategy + "-" + c.reduce_dtype));
+    expect_plan_matches_run(c, (root / "corpus").string(),
+                            root / ("run-" + c.strategy + "-" + c.reduce_dtype + "-" + std::to_string(c.groups.size())));
   MPI_Barrier(MPI_COMM_WORLD);
   if (mpi.world_rank() == 0) fs::remove_all(root);
 }

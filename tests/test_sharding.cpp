@@ -12,9 +12,11 @@
 #include "comm/topology.h"
 #include "parallel/sharded_model.h"
 #include "engine_fixture.h"
+#include "parallel/strategy.h"
+#include "util/int_list.h"
 #include "reference.h"
 #include "util/error.h"
-#include "train/optimizer.h"
+#include "optim/optimizer.h"
 
 using namespace fedshard;
 
@@ -60,7 +62,7 @@ void expect_matches_reference(const Case& c, at::ScalarType dtype, double loss_t
 }  // namespace
 
 TEST(Collectives, MatchHandComputedValuesIncludingPadding) {
-  comm::Topology topo({0, 0, 0});
+  comm::Topology topo(comm::Layout::uniform(comm::MpiRuntime::get().world_size(), 0, 0), {});
   auto& w = topo.world();
   const int p = w.size(), r = w.rank();
   for (int n : {1, 3, 7}) {  // odd sizes: what FlatParam padding produces per rank
@@ -109,13 +111,52 @@ TEST(Collectives, MatchHandComputedValuesIncludingPadding) {
 }
 
 TEST(Topology, ImpossibleSizesAreRejectedBeforeAnyWork) {
-  EXPECT_THROW(comm::Layout::resolve(8, {3, 0, 0}), Error);
-  EXPECT_THROW(comm::Layout::resolve(8, {4, 3, 0}), Error);
-  EXPECT_THROW(comm::Layout::resolve(8, {16, 0, 0}), Error);
-  EXPECT_THROW(comm::Layout::resolve(8, {0, 0, 3}), Error);
-  const auto l = comm::Layout::resolve(8, {4, 2, 0});
+  EXPECT_THROW(comm::Layout::uniform(8, 3, 0), Error);
+  EXPECT_THROW(comm::Layout::uniform(8, 4, 3), Error);
+  EXPECT_THROW(comm::Layout::uniform(8, 16, 0), Error);
+  EXPECT_THROW(comm::Layout({4, 3, 2}, 2), Error);  // H = 2 does not divide the group of 3
+  EXPECT_THROW(comm::Layout({4, 0}, 0), Error);
+  EXPECT_THROW(parallel::make_layout(parallel::parse_strategy("fl-fsdp"), 8, {4, 2}, 0, 0), Error);  // 6 of 8 ranks
+  EXPECT_THROW(parallel::make_layout(parallel::parse_strategy("fsdp"), 8, {4, 4}, 0, 0), Error);  // no federation
+  EXPECT_THROW(parse_int_list("4,,2", "--groups"), Error);
+  EXPECT_THROW(parse_int_list("4,-2", "--groups"), Error);
+  EXPECT_THROW(comm::Layout({4, 0, 4}, 0), Error);
+  const auto l = comm::Layout::uniform(8, 4, 2);
   EXPECT_EQ(l.groups(), 2);
-  EXPECT_EQ(l.replicas(), 2);
+  EXPECT_EQ(l.replicas(0), 2);
+}
+
+// Geometry of unequal groups, checked against positions written out by hand.
+TEST(Topology, UnequalGroupsSliceTheModelOncePerGroup) {
+  const comm::Layout fsdp({4, 2, 2}, 0);
+  EXPECT_EQ(fsdp.pad_multiple(), 4);
+  EXPECT_EQ(fsdp.coords(5).group, 1);
+  EXPECT_EQ(fsdp.coords(5).position, 1);
+  EXPECT_EQ(fsdp.slice_range(8, 5), (comm::Range{4, 8}));
+  const auto segs = fsdp.segments();
+  ASSERT_EQ(segs.size(), 4u);
+  EXPECT_EQ(segs[1].ranks, (std::vector<int>{1, 4, 6}));
+  EXPECT_EQ(segs[3].ranks, (std::vector<int>{3, 5, 7}));
+  // H = 2 inside groups of 4, 2, 2: group 0 has two replicas; rank 2 (replica 1, shard 0) holds the second
+  // quarter, i.e. piece 1 of shard 0.
+  const comm::Layout hsdp({4, 2, 2}, 2);
+  EXPECT_EQ(hsdp.coords(2).replica, 1);
+  EXPECT_EQ(hsdp.shard_range(8, 2), (comm::Range{0, 4}));
+  EXPECT_EQ(hsdp.slice_range(8, 2), (comm::Range{2, 4}));
+  EXPECT_EQ(hsdp.replica_members(1), (std::vector<int>{1, 3}));
+  EXPECT_EQ(hsdp.segments()[1].ranks, (std::vector<int>{2, 4, 6}));
+  // Every element of the model is in exactly one slice per group.
+  for (const auto& l : {fsdp, hsdp, comm::Layout({3, 3, 2}, 0)}) {
+    const int64_t padded = l.pad_multiple() * 5;
+    for (int g = 0; g < l.groups(); ++g) {
+      std::vector<int> cover(padded, 0);
+      for (int r = l.first_rank(g); r < l.first_rank(g) + l.group_size(g); ++r) {
+        const auto [a, b] = l.slice_range(padded, r);
+        for (int64_t k = a; k < b; ++k) ++cover[k];
+      }
+      EXPECT_EQ(std::count(cover.begin(), cover.end(), 1), padded) << l.describe_groups() << " group " << g;
+    }
+  }
 }
 
 TEST(Numerics, DdpMatchesSingleProcessFloat64) {
@@ -164,7 +205,7 @@ TEST(Accounting, FsdpAndHsdpStepBytesEqualTheCostFormulas) {
     parallel::ShardingOptions opts;
     opts.master_dtype = opts.compute_dtype = at::kDouble;
     fixture::Engine e(cfg, {0, h, 2}, opts);
-    const int H = e.topo->layout().shard_size, R = e.topo->layout().replicas();
+    const int H = e.topo->layout().shard_size(0), R = e.topo->layout().replicas(0);
     double padded = 0;
     for (auto& u : e.sharded->units()) padded += static_cast<double>(u->flat().padded_numel());
     const double psi_b = padded * 8.0;
@@ -194,7 +235,7 @@ TEST(Accounting, FsdpAndHsdpStepBytesEqualTheCostFormulas) {
 // A tied weight's gradient from its two call sites is summed in float32 even when compute is bf16: 1 + 2^-9
 // is a quarter of a bf16 ulp above 1, so a bf16 accumulation would return exactly 1.
 TEST(MixedPrecision, TiedGradientAccumulatesInFloat32) {
-  comm::Topology topo({0, 0, 0});
+  comm::Topology topo(comm::Layout::uniform(comm::MpiRuntime::get().world_size(), 0, 0), {});
   const int64_t n = 8;
   at::Tensor w = at::zeros({n});
   std::vector<model::ParamSlot> slots = {{"w", &w, {n}}};

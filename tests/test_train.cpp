@@ -12,7 +12,7 @@
 #include "corpus_fixture.h"
 #include "model/layers.h"
 #include "train/config.h"
-#include "train/optimizer.h"
+#include "optim/optimizer.h"
 #include "train/trainer.h"
 #include "util/error.h"
 
@@ -152,7 +152,7 @@ TEST(Train, SpeedSwitchesChangeNoResultBeyondTheirBound) {
   const auto deferred = losses("deferred", [](train::TrainConfig& c) { c.defer_host_sync = true; });
   const auto pinned = losses("pinned", [](train::TrainConfig& c) { c.pin_memory = true; });
   std::vector<std::pair<std::string, std::vector<double>>> bounded;
-  if (train::fused_adamw_available()) bounded.emplace_back("fused", losses("fused", [](train::TrainConfig& c) { c.fused = "on"; }));
+  if (optim::fused_adamw_available()) bounded.emplace_back("fused", losses("fused", [](train::TrainConfig& c) { c.fused = "on"; }));
   if (model::sdpa_available()) bounded.emplace_back("sdpa", losses("sdpa", [](train::TrainConfig& c) { c.attention = "sdpa"; }));
   if (mpi.world_rank() == 0) {
     ASSERT_EQ(base.size(), 10u);

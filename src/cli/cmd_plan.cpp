@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "plan/cost_model.h"
 #include "util/error.h"
+#include "util/int_list.h"
 
 namespace fedshard::cli {
 
@@ -24,6 +25,7 @@ struct PlanArgs {
   int64_t vocab = 0;
   std::vector<std::string> strategies;
   int group_size = 0, shard_size = 0, sync_every = 8;
+  std::string groups;
   int64_t batch = 2, seq = 2048;
   std::vector<std::string> links;
   double flops = 0, mfu = 0, compute_seconds = 0, optimizer_seconds = 0, memory_gb = -1;
@@ -68,15 +70,22 @@ void print_table(const plan::Cluster& c, const plan::Workload& w, const std::vec
               "inter-node", "inter-grp", "i-grp/round", "comm s", "compute s", "step s", "tokens/s", "vs fsdp",
               "state GB");
   for (const auto& p : plans) {
-    char layout[32];
-    std::snprintf(layout, sizeof layout, "%dx%d,%d", p.layout.groups(), p.layout.group_size, p.layout.shard_size);
+    const auto layout = cat(p.layout.describe_groups(), ",", p.layout.equal_groups() ? std::to_string(p.layout.shard_size(0))
+                                                         : p.layout.shard_spec() == 0 ? "S" : std::to_string(p.layout.shard_spec()));
     std::printf("%-26s %-10s %11.4g %11.4g %11.4g %11.4g %9.4g %9.4g %9.4g %12.5g %8.3f %9.3g%s\n",
-                p.spec.label().c_str(), layout, gb(p.bytes_per_step[0]), gb(p.bytes_per_step[1]),
+                p.spec.label().c_str(), layout.c_str(), gb(p.bytes_per_step[0]), gb(p.bytes_per_step[1]),
                 gb(p.bytes_per_step[2]), gb(p.bytes_per_round[2]), p.step_comm_seconds + p.round_comm_seconds / p.spec.sync_every,
                 p.compute_seconds, p.step_seconds, p.tokens_per_second, p.speedup_vs_fsdp,
                 gb(p.state_bytes_per_rank), p.fits_memory ? "" : "  (exceeds memory)");
   }
-  std::printf("\nbytes: sent per rank per step, aggregation amortized over K; i-grp/round: one aggregation\n");
+  std::printf("\nbytes: sent per rank (rank 0) per step, aggregation amortized over K; i-grp/round: one aggregation\n");
+  for (const auto& p : plans) {
+    if (p.layout.equal_groups() || !p.spec.strategy.federated) continue;
+    std::printf("%s: inter-group GB per round per rank:", p.spec.label().c_str());
+    for (int g = 0; g < p.layout.groups(); ++g)
+      std::printf(" group %d (%d ranks) %.4g;", g, p.layout.group_size(g), gb(p.groups[g].per_round[2]));
+    std::printf(" all ranks, data %.4g\n", gb(p.inter_group_data_bytes_per_round));
+  }
   for (const auto& s : c.sources) std::printf("source: %s\n", s.c_str());
 }
 
@@ -98,8 +107,17 @@ nlohmann::json to_json(const plan::Cluster& c, const plan::Workload& w, const st
     e["strategy"] = p.spec.strategy.name();
     e["label"] = p.spec.label();
     e["groups"] = p.layout.groups();
-    e["group_size"] = p.layout.group_size;
-    e["shard_size"] = p.layout.shard_size;
+    e["group_sizes"] = p.layout.group_sizes();
+    for (int g = 0; g < p.layout.groups(); ++g) {
+      e["shard_sizes"].push_back(p.layout.shard_size(g));
+      nlohmann::json gb_;
+      for (comm::Tier t : comm::kTiers) {
+        gb_["bytes_per_step"][comm::tier_metric_key(t)] = p.groups[g].per_step[static_cast<int>(t)];
+        gb_["bytes_per_round"][comm::tier_metric_key(t)] = p.groups[g].per_round[static_cast<int>(t)];
+      }
+      e["per_group_rank"].push_back(gb_);
+    }
+    e["inter_group_data_bytes_per_round_all_ranks"] = p.inter_group_data_bytes_per_round;
     e["sync_every"] = p.spec.sync_every;
     for (comm::Tier t : comm::kTiers) {
       const int i = static_cast<int>(t);
@@ -139,6 +157,7 @@ Command add_plan(CLI::App& app) {
                   "NAME[:S=..,H=..,K=..] (repeatable); default: ddp, fsdp, hsdp, fl-fsdp, fl-hsdp with node-sized "
                   "shards and groups");
   sub->add_option("--group-size", a->group_size, "S for fl-* strategies given without S");
+  sub->add_option("--groups", a->groups, "S1,S2,... groups of different sizes for fl-* strategies given without S");
   sub->add_option("--shard-size", a->shard_size, "H for hsdp strategies given without H");
   sub->add_option("--sync-every", a->sync_every, "K for fl-* strategies given without K")
       ->capture_default_str()
@@ -206,7 +225,12 @@ Command add_plan(CLI::App& app) {
     } else {
       for (const auto& s : a->strategies) {
         auto spec = plan::parse_strategy_spec(s, a->sync_every);
-        if (spec.group_size == 0 && spec.strategy.federated) spec.group_size = a->group_size;
+        if (spec.group_size == 0 && spec.strategy.federated) {
+          if (!a->groups.empty())
+            spec.groups = parse_int_list(a->groups, "--groups");
+          else
+            spec.group_size = a->group_size;
+        }
         if (spec.shard_size == 0 && spec.strategy.inner == parallel::InnerSharding::Hsdp) spec.shard_size = a->shard_size;
         specs.push_back(spec);
       }

@@ -9,6 +9,7 @@
 #include "comm/mpi_runtime.h"
 #include "comm/tier.h"
 #include "train/config.h"
+#include "train/preemption.h"
 #include "train/trainer.h"
 #include "util/error.h"
 
@@ -21,6 +22,7 @@ const std::vector<std::tuple<std::string, std::string, std::string>>& flags() {
   static const std::vector<std::tuple<std::string, std::string, std::string>> f = {
       {"--strategy", "parallel.strategy", "ddp | fsdp | hsdp | fl-ddp | fl-fsdp | fl-hsdp"},
       {"--group-size", "parallel.group_size", "ranks per federation group S (fl-*)"},
+      {"--groups", "parallel.groups", "federation groups of different sizes, e.g. 4,2,2 (fl-*)"},
       {"--shard-size", "parallel.shard_size", "ranks per shard group H (hsdp, fl-hsdp)"},
       {"--sync-every", "parallel.sync_every", "optimizer steps between aggregations K (fl-*)"},
       {"--steps", "train.steps", "optimizer steps"},
@@ -86,6 +88,7 @@ Command add_train(CLI::App& app) {
     }
     // A file size limit (ulimit -f) must surface as a write error, not kill the rank.
     std::signal(SIGXFSZ, SIG_IGN);
+    train::install_preemption_handlers();
     auto& mpi = comm::MpiRuntime::get();
     train::TrainSetup setup;
     run_startup_phase([&] {
@@ -93,6 +96,7 @@ Command add_train(CLI::App& app) {
     });
     train::Trainer trainer(std::move(setup));
     const auto summary = trainer.run();
+    if (summary.preempted) return train::kPreemptedExit;
     if (mpi.world_rank() == 0) {
       std::printf("final validation: loss %.4f, perplexity %.3f (unigram baseline of the same split: %.3f)\n",
                   summary.final_val_loss, summary.final_val_ppl, summary.unigram_val_ppl);

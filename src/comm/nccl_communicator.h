@@ -1,6 +1,6 @@
 // Communicator over NCCL for CUDA tensors (built only when the LibTorch found has CUDA: FEDSHARD_CUDA).
 // The world communicator is made from an NCCL unique id broadcast over MPI; every other one (group, shard,
-// replica, cross) is split from it with ncclCommSplit, with the same colour and key as its MPI twin.
+// replica, segments) is split from it with ncclCommSplit, with the same colour and key as its MPI twin.
 //
 // Ordering: all communicators of a rank share one comm stream, so collectives run in submission order, as
 // the CPU backend's comm thread runs them (a replica all-reduce reads what the shard reduce-scatter before it
@@ -40,6 +40,8 @@ class NcclCommunicator : public Communicator {
   // A sub-communicator of `parent` (collective over every member of parent): the ranks that pass the same
   // colour, ordered by key; `comm` is its MPI twin (same members), used only to learn them.
   NcclCommunicator(NcclCommunicator& parent, int color, int key, MPI_Comm comm, std::string name, Tier tier);
+  // This rank's part in a split of `parent` that does not include it.
+  static void sit_out_split(NcclCommunicator& parent);
   ~NcclCommunicator() override;
 
   WorkHandle all_gather(const at::Tensor& in, const at::Tensor& out, Traffic k) override;

@@ -116,6 +116,11 @@ NcclCommunicator::NcclCommunicator(NcclCommunicator& parent, int color, int key,
   cuda_check(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
 }
 
+void NcclCommunicator::sit_out_split(NcclCommunicator& parent) {
+  ncclComm_t none = nullptr;
+  nccl_check(ncclCommSplit(parent.comm_, NCCL_SPLIT_NOCOLOR, 0, &none, nullptr), "ncclCommSplit");
+}
+
 NcclCommunicator::~NcclCommunicator() {
   cudaStreamSynchronize(stream_->stream);
   if (comm_) ncclCommDestroy(comm_);

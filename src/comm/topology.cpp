@@ -4,7 +4,7 @@
 
 #include <algorithm>
 #include <map>
-#include <set>
+#include <numeric>
 #include <sstream>
 
 #include "comm/mpi_communicator.h"
@@ -13,75 +13,87 @@
 
 namespace fedshard::comm {
 
-Layout Layout::resolve(int world, const TopologySpec& spec) {
-  Layout l;
-  l.world = world;
-  FS_CHECK(spec.group_size >= 0, "group size must be positive, got ", spec.group_size);
-  FS_CHECK(spec.shard_size >= 0, "shard size must be positive, got ", spec.shard_size);
-  l.group_size = spec.group_size == 0 ? world : spec.group_size;
-  FS_CHECK(l.group_size <= world, "group size ", l.group_size, " exceeds the world size ", world);
-  FS_CHECK(world % l.group_size == 0, "group size ", l.group_size, " does not divide the world size ", world);
-  l.shard_size = spec.shard_size == 0 ? l.group_size : spec.shard_size;
-  FS_CHECK(l.shard_size <= l.group_size, "shard size ", l.shard_size, " exceeds the group size ", l.group_size);
-  FS_CHECK(l.group_size % l.shard_size == 0, "shard size ", l.shard_size, " does not divide the group size ",
-           l.group_size);
-  if (spec.ranks_per_node > 0)
-    FS_CHECK(world % spec.ranks_per_node == 0, "ranks per node ", spec.ranks_per_node,
-             " does not divide the world size ", world);
-  return l;
+namespace {
+
+// Node index of every world rank: the shared-memory domain of its host, numbered in rank order.
+std::vector<int> detect_nodes(int world, int rank) {
+  MPI_Comm local;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local);
+  int leader = rank;
+  MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_MIN, local);
+  MPI_Comm_free(&local);
+  std::vector<int> leaders(world);
+  MPI_Allgather(&leader, 1, MPI_INT, leaders.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  std::map<int, int> index;
+  for (int l : leaders) index.emplace(l, static_cast<int>(index.size()));
+  std::vector<int> node_of(world);
+  for (int r = 0; r < world; ++r) node_of[r] = index[leaders[r]];
+  return node_of;
 }
 
-Topology::Topology(const TopologySpec& spec) {
+}  // namespace
+
+Topology::Topology(Layout layout, const TopologySpec& spec) : layout_(std::move(layout)) {
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
-  layout_ = Layout::resolve(world, spec);
+  FS_CHECK(world == layout_.world(), "the layout has ", layout_.world(), " ranks (groups ",
+           layout_.describe_groups(), ") but the job has ", world);
+  emulated_nodes_ = spec.ranks_per_node > 0;
+  if (emulated_nodes_)
+    layout_.place_on_nodes(spec.ranks_per_node);
+  else
+    layout_.place_on_nodes(detect_nodes(world, world_rank_));
+  coords_ = layout_.coords(world_rank_);
 
-  // Node of every rank: emulated (contiguous blocks) or the shared-memory domain of its host.
-  node_of_.assign(world, 0);
-  if (spec.ranks_per_node > 0) {
-    emulated_nodes_ = true;
-    for (int r = 0; r < world; ++r) node_of_[r] = r / spec.ranks_per_node;
-  } else {
-    MPI_Comm local;
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank_, MPI_INFO_NULL, &local);
-    int leader = world_rank_;
-    MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_MIN, local);
-    MPI_Comm_free(&local);
-    std::vector<int> leaders(world);
-    MPI_Allgather(&leader, 1, MPI_INT, leaders.data(), 1, MPI_INT, MPI_COMM_WORLD);
-    std::map<int, int> index;
-    for (int l : leaders) index.emplace(l, static_cast<int>(index.size()));
-    for (int r = 0; r < world; ++r) node_of_[r] = index[leaders[r]];
+  std::vector<int> all(world);
+  std::iota(all.begin(), all.end(), 0);
+  world_ = split(all, "world", spec);
+  group_ = split(layout_.group_members(world_rank_), "group", spec);
+  shard_ = split(layout_.shard_members(world_rank_), "shard", spec);
+  replica_ = split(layout_.replica_members(world_rank_), "replica", spec);
+  if (layout_.groups() == 1) return;
+  // A rank may own several segments: split in rounds of segments with disjoint owners.
+  auto pending = layout_.segments();
+  while (!pending.empty()) {
+    std::vector<bool> busy(world, false);
+    std::vector<Segment> round, later;
+    for (auto& s : pending) {
+      const bool free = std::none_of(s.ranks.begin(), s.ranks.end(), [&](int r) { return busy[r]; });
+      if (free)
+        for (int r : s.ranks) busy[r] = true;
+      (free ? round : later).push_back(std::move(s));
+    }
+    const auto mine = std::find_if(round.begin(), round.end(), [&](const Segment& s) {
+      return std::count(s.ranks.begin(), s.ranks.end(), world_rank_) > 0;
+    });
+    auto comm = split(mine == round.end() ? std::vector<int>{} : mine->ranks, "segment", spec);
+    if (comm) segments_.push_back({*mine, std::move(comm)});
+    pending = std::move(later);
   }
-  nodes_ = *std::max_element(node_of_.begin(), node_of_.end()) + 1;
-  ranks_per_node_ = world / nodes_;
-
-  const int h = layout_.shard_size, rg = layout_.replicas();
-  const int g = group_index(), p = position(), i = replica_index(), hi = shard_index();
-  world_ = split(0, world_rank_, "world", spec);
-  group_ = split(g, p, "group", spec);
-  shard_ = split(g * rg + i, hi, "shard", spec);
-  replica_ = split(g * h + hi, i, "replica", spec);
-  cross_ = split(p, g, "cross", spec);
+  std::sort(segments_.begin(), segments_.end(),
+            [](const SegmentComm& a, const SegmentComm& b) { return a.segment.begin < b.segment.begin; });
 }
 
 Topology::~Topology() = default;
 
-std::unique_ptr<Communicator> Topology::split(int color, int key, const std::string& name, const TopologySpec& spec) {
+std::unique_ptr<Communicator> Topology::split(const std::vector<int>& members, const std::string& name,
+                                              const TopologySpec& spec) {
+  const auto me = std::find(members.begin(), members.end(), world_rank_);
+  const bool in = me != members.end();
+  const int color = in ? members.front() : MPI_UNDEFINED;
+  const int key = in ? static_cast<int>(me - members.begin()) : 0;
   MPI_Comm comm;
   if (MPI_Comm_split(MPI_COMM_WORLD, color, key, &comm) != MPI_SUCCESS)
     throw std::runtime_error("MPI_Comm_split failed for communicator '" + name + "'");
-  const auto members = world_ranks_of(comm);
-  std::set<int> groups, nodes;
-  for (int r : members) {
-    groups.insert(r / layout_.group_size);
-    nodes.insert(node_of_[r]);
-  }
-  const Tier tier = groups.size() > 1 ? Tier::InterGroup : nodes.size() > 1 ? Tier::InterNode : Tier::Node;
+  const Tier tier = in ? layout_.tier(members) : Tier::Node;
   if (spec.backend == "nccl") {
 #ifdef FEDSHARD_CUDA
     // The first communicator (world) is made from an NCCL id; the others are split from it.
+    if (!in) {
+      NcclCommunicator::sit_out_split(*nccl_world_);
+      return nullptr;
+    }
     std::unique_ptr<NcclCommunicator> c;
     if (!nccl_world_) {
       c = std::make_unique<NcclCommunicator>(comm, name, tier, spec.device);
@@ -95,14 +107,20 @@ std::unique_ptr<Communicator> Topology::split(int color, int key, const std::str
     throw Error("the nccl backend needs a build against a CUDA LibTorch (FEDSHARD_CUDA)");
 #endif
   }
+  if (!in) return nullptr;
   return std::make_unique<MpiCommunicator>(comm, name, tier);
 }
 
 std::string Topology::describe() const {
+  const auto& l = layout_;
   std::ostringstream os;
-  os << layout_.world << " ranks on " << nodes_ << (emulated_nodes_ ? " emulated" : "") << " node(s) of "
-     << ranks_per_node_ << "; " << layout_.groups() << " group(s) of " << layout_.group_size << ", shard size "
-     << layout_.shard_size << ", " << layout_.replicas() << " replica(s) per group";
+  os << l.world() << " ranks on " << l.nodes() << (emulated_nodes_ ? " emulated" : "") << " node(s); ";
+  if (l.equal_groups())
+    os << l.groups() << " group(s) of " << l.group_size(0) << ", shard size " << l.shard_size(0) << ", "
+       << l.replicas(0) << " replica(s) per group";
+  else
+    os << l.groups() << " groups of " << l.describe_groups() << " ranks, shard size "
+       << (l.shard_spec() == 0 ? std::string("= group") : std::to_string(l.shard_spec()));
   return os.str();
 }
 

@@ -33,16 +33,24 @@ double gamma_sample(double shape, SplitMix64& rng) {
 
 }  // namespace
 
-std::vector<double> dirichlet(double alpha, int n, uint64_t seed) {
+std::vector<double> dirichlet(const std::vector<double>& alphas, uint64_t seed) {
   SplitMix64 rng(seed);
-  std::vector<double> g(n);
+  std::vector<double> g(alphas.size());
   double sum = 0;
-  for (auto& x : g) sum += (x = gamma_sample(alpha, rng));
+  for (size_t i = 0; i < g.size(); ++i) sum += (g[i] = gamma_sample(alphas[i], rng));
   for (auto& x : g) x /= sum;
   return g;
 }
 
-Partition partition_windows(const TokenDataset& train, const std::string& spec, int groups, uint64_t seed) {
+std::vector<double> dirichlet(double alpha, int n, uint64_t seed) {
+  return dirichlet(std::vector<double>(n, alpha), seed);
+}
+
+Partition partition_windows(const TokenDataset& train, const std::string& spec, const std::vector<int>& group_sizes,
+                            uint64_t seed) {
+  const int groups = static_cast<int>(group_sizes.size());
+  int world = 0;
+  for (int s : group_sizes) world += s;
   Partition p;
   if (spec == "iid") return p;
   const bool known = spec == "by-source" || spec.rfind("dirichlet:", 0) == 0;
@@ -59,8 +67,17 @@ Partition partition_windows(const TokenDataset& train, const std::string& spec, 
   if (spec == "by-source") {
     FS_CHECK(groups <= n_sources, "partition by-source needs at least one source per group: ", groups,
              " groups but the data has ", n_sources, " source(s)");
-    for (int k = 0; k < n_sources; ++k)
-      p.pools[k % groups].insert(p.pools[k % groups].end(), by_source[k].begin(), by_source[k].end());
+    // Smooth weighted round robin: each group's credit grows by its size, the richest takes the next source.
+    std::vector<int64_t> credit(groups, 0);
+    for (int k = 0; k < n_sources; ++k) {
+      int best = 0;
+      for (int g = 0; g < groups; ++g) {
+        credit[g] += group_sizes[g];
+        if (credit[g] > credit[best]) best = g;
+      }
+      credit[best] -= world;
+      p.pools[best].insert(p.pools[best].end(), by_source[k].begin(), by_source[k].end());
+    }
   } else {  // dirichlet:ALPHA
     double alpha = 0;
     try {
@@ -75,7 +92,9 @@ Partition partition_windows(const TokenDataset& train, const std::string& spec, 
       auto windows = by_source[k];
       SplitMix64 rng(derive_seed({seed, 0xD1u, static_cast<uint64_t>(k)}));
       shuffle(windows, rng);
-      const auto q = dirichlet(alpha, groups, derive_seed({seed, 0xD2u, static_cast<uint64_t>(k)}));
+      std::vector<double> alphas;
+      for (int g : group_sizes) alphas.push_back(alpha * groups * g / world);
+      const auto q = dirichlet(alphas, derive_seed({seed, 0xD2u, static_cast<uint64_t>(k)}));
       // Cumulative rounding: every window goes to exactly one group.
       double cum = 0;
       size_t begin = 0;

@@ -6,33 +6,41 @@
 
 namespace fedshard::federation {
 
-Aggregator::Aggregator(parallel::ShardedModel& model, comm::Topology& topo, train::Optimizer& inner,
+Aggregator::Aggregator(parallel::ShardedModel& model, comm::Topology& topo, optim::Optimizer& inner,
                        const FederationOptions& opts)
     : model_(model), topo_(topo), inner_(inner), opts_(opts) {
   FS_CHECK(opts_.inner_state == "keep" || opts_.inner_state == "average" || opts_.inner_state == "reset",
            "federation.inner_state must be keep, average or reset, got '", opts_.inner_state, "'");
   std::vector<at::Tensor> slices;
-  for (auto& u : model_.units()) slices.push_back(slice_of(u->flat().shard().detach()));
+  for (size_t u = 0; u < model_.units().size(); ++u) slices.push_back(slice_of(u, model_.units()[u]->flat().shard().detach()));
   outer_ = make_outer_optimizer(opts_.outer, slices);
 }
 
-at::Tensor Aggregator::slice_of(const at::Tensor& shard) const {
-  const int64_t r = topo_.layout().replicas();
-  const int64_t len = shard.numel() / r;  // FlatParam pads to a multiple of the group size, so this divides
-  return shard.narrow(0, topo_.replica_index() * len, len);
+at::Tensor Aggregator::slice_of(size_t unit, const at::Tensor& shard) const {
+  const int64_t padded = model_.units()[unit]->flat().padded_numel();
+  const auto [a, b] = topo_.layout().slice_range(padded, topo_.world_rank());
+  const int64_t shard_begin = topo_.layout().shard_range(padded, topo_.world_rank()).first;
+  return shard.narrow(0, a - shard_begin, b - a);
 }
 
 void Aggregator::average(const std::vector<at::Tensor>& tensors, double scale, bool outer_step, at::ScalarType wire) {
+  const auto& layout = topo_.layout();
   std::vector<at::Tensor> sums;
-  std::vector<comm::WorkHandle> works;
-  for (const auto& t : tensors) {
-    sums.push_back((slice_of(t) * scale).to(wire));
-    works.push_back(topo_.cross().all_reduce(sums.back(), comm::ReduceOp::Sum));
+  std::vector<std::vector<comm::WorkHandle>> works(tensors.size());
+  for (size_t u = 0; u < tensors.size(); ++u) {
+    sums.push_back((slice_of(u, tensors[u]) * scale).to(wire));
+    const int64_t padded = model_.units()[u]->flat().padded_numel();
+    const int64_t unit = padded / layout.pad_multiple();
+    const int64_t slice_begin = layout.slice_range(padded, topo_.world_rank()).first;
+    for (const auto& s : topo_.segments())
+      works[u].push_back(s.comm->all_reduce(
+          sums.back().narrow(0, s.segment.begin * unit - slice_begin, (s.segment.end - s.segment.begin) * unit),
+          comm::ReduceOp::Sum));
   }
   std::vector<comm::WorkHandle> gathers;
   for (size_t u = 0; u < tensors.size(); ++u) {
-    works[u]->wait();
-    auto slice = slice_of(tensors[u]);
+    for (auto& w : works[u]) w->wait();
+    auto slice = slice_of(u, tensors[u]);
     const auto mean = sums[u].to(slice.scalar_type());
     if (outer_step)
       outer_->step(u, mean, slice);
@@ -43,11 +51,22 @@ void Aggregator::average(const std::vector<at::Tensor>& tensors, double scale, b
   for (auto& g : gathers) g->wait();
 }
 
-void Aggregator::sync(double weight) {
+bool Aggregator::sync(double weight, bool stop) {
   at::NoGradGuard no_grad;
-  auto total = at::full({1}, weight, model_.units().front()->flat().shard().options().dtype(at::kDouble));
-  topo_.cross().all_reduce(total, comm::ReduceOp::Sum, comm::Traffic::Control)->wait();
-  const double scale = weight / total.item<double>();
+  // Every segment has one rank of each group, so each yields the total weight (and the groups' stop
+  // requests); it is summed over all of this rank's segments because every member of a communicator must
+  // take part. One group has no segments to average over, but its outer optimizer still steps.
+  const auto device = model_.units().front()->flat().shard().device();
+  std::vector<at::Tensor> totals;
+  std::vector<comm::WorkHandle> works;
+  for (const auto& s : topo_.segments()) {
+    totals.push_back(at::tensor({weight, stop ? 1.0 : 0.0}, at::kDouble).to(device));
+    works.push_back(s.comm->all_reduce(totals.back(), comm::ReduceOp::Sum, comm::Traffic::Control));
+  }
+  for (auto& w : works) w->wait();
+  const auto total = totals.empty() ? at::tensor({weight, stop ? 1.0 : 0.0}, at::kDouble) : totals.front().cpu();
+  const double scale = weight / total[0].item<double>();
+  const bool any_stop = total[1].item<double>() > 0;
 
   std::vector<at::Tensor> params;
   for (auto& u : model_.units()) params.push_back(u->flat().shard().detach());
@@ -67,7 +86,7 @@ void Aggregator::sync(double weight) {
       for (auto& [name, t] : s) t.zero_();
     inner_.set_steps(0);
   }
-  ++syncs_;
+  return any_stop;
 }
 
 }  // namespace fedshard::federation

@@ -27,35 +27,41 @@ Strategy parse_strategy(const std::string& name) {
   return s;
 }
 
-comm::TopologySpec topology_spec(const Strategy& s, int world, int group_size, int shard_size, int ranks_per_node) {
-  comm::TopologySpec spec;
-  spec.ranks_per_node = ranks_per_node;
+comm::Layout make_layout(const Strategy& s, int world, const std::vector<int>& groups, int group_size, int shard_size) {
+  FS_CHECK(group_size >= 0 && shard_size >= 0, "group and shard sizes must be positive");
+  FS_CHECK(groups.empty() || group_size == 0, "give the federation groups either as --groups or as --group-size, not both");
+  std::vector<int> sizes = groups;
   if (s.federated) {
-    FS_CHECK(group_size > 0, s.name(), " needs --group-size S (ranks per federation group)");
-    spec.group_size = group_size;
+    FS_CHECK(!sizes.empty() || group_size > 0, s.name(), " needs --group-size S or --groups S1,S2,... (ranks per federation group)");
   } else {
+    FS_CHECK(sizes.empty() || sizes == std::vector<int>{world}, s.name(), " has no federation groups: --groups needs an fl-* strategy (or drop it)");
     FS_CHECK(group_size == 0 || group_size == world, s.name(), " has no federation groups: --group-size ", group_size,
              " needs an fl-* strategy (or drop it)");
-    spec.group_size = world;
   }
+  int shard = 0;
   switch (s.inner) {
     case InnerSharding::Ddp:
       FS_CHECK(shard_size == 0 || shard_size == 1, s.name(), " does not shard parameters: --shard-size ", shard_size,
                " needs hsdp or fl-hsdp");
-      spec.shard_size = 1;
+      shard = 1;
       break;
-    case InnerSharding::Fsdp:
-      FS_CHECK(shard_size == 0 || shard_size == spec.group_size, s.name(), " shards over the whole group (",
-               spec.group_size, " ranks): --shard-size ", shard_size, " needs hsdp or fl-hsdp");
-      spec.shard_size = spec.group_size;
+    case InnerSharding::Fsdp: {
+      const int whole = sizes.empty() ? (group_size == 0 ? world : group_size) : 0;
+      FS_CHECK(shard_size == 0 || shard_size == whole, s.name(), " shards over the whole group: --shard-size ", shard_size,
+               " needs hsdp or fl-hsdp");
       break;
+    }
     case InnerSharding::Hsdp:
       FS_CHECK(shard_size > 0, s.name(), " needs --shard-size H (ranks per shard group)");
-      spec.shard_size = shard_size;
+      shard = shard_size;
       break;
   }
-  comm::Layout::resolve(world, spec);  // throws on sizes that do not divide
-  return spec;
+  if (sizes.empty()) return comm::Layout::uniform(world, group_size, shard);
+  int total = 0;
+  for (int g : sizes) total += g;
+  FS_CHECK(total == world, "--groups ", comm::Layout(sizes, 0).describe_groups(), " adds up to ", total,
+           " ranks but the job has ", world);
+  return comm::Layout(sizes, shard);
 }
 
 }  // namespace fedshard::parallel

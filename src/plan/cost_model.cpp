@@ -1,7 +1,6 @@
 #include "plan/cost_model.h"
 
 #include <algorithm>
-#include <set>
 #include <sstream>
 
 #include "util/error.h"
@@ -11,7 +10,8 @@ namespace fedshard::plan {
 std::string StrategySpec::label() const {
   std::ostringstream os;
   os << strategy.name();
-  if (strategy.federated) os << " S=" << group_size;
+  if (strategy.federated && !groups.empty()) os << " S=" << comm::Layout(groups, 0).describe_groups();
+  if (strategy.federated && groups.empty()) os << " S=" << group_size;
   if (strategy.inner == parallel::InnerSharding::Hsdp) os << " H=" << shard_size;
   if (strategy.federated) os << " K=" << sync_every;
   return os.str();
@@ -85,22 +85,6 @@ std::vector<int64_t> unit_params(const Workload& w) {
 
 namespace {
 
-// Tier of the communicator rank 0 belongs to, from its members' nodes and groups (as comm::Topology does).
-comm::Tier tier_of(const std::vector<int>& members, int rpn, int group_size) {
-  std::set<int> nodes, groups;
-  for (int r : members) {
-    nodes.insert(r / rpn);
-    groups.insert(r / group_size);
-  }
-  return groups.size() > 1 ? comm::Tier::InterGroup : nodes.size() > 1 ? comm::Tier::InterNode : comm::Tier::Node;
-}
-
-std::vector<int> strided(int count, int stride) {
-  std::vector<int> v(count);
-  for (int i = 0; i < count; ++i) v[i] = i * stride;
-  return v;
-}
-
 // Forward FLOPs per token of each unit, in unit_params order (the embedding lookup does none).
 std::vector<double> unit_forward_flops(const Workload& w) {
   if (w.params_override > 0) return {2.0 * static_cast<double>(w.params_override)};
@@ -148,72 +132,111 @@ double simulate_step(const std::vector<UnitTimes>& u, bool recompute, double ser
   return issue(t, serial_seconds);
 }
 
-StrategyPlan plan_strategy(const Cluster& cluster, const Workload& w, const StrategySpec& s) {
-  StrategyPlan p;
-  p.spec = s;
-  const int world = cluster.world();
-  const auto spec = parallel::topology_spec(s.strategy, world, s.group_size, s.shard_size, cluster.ranks_per_node);
-  p.layout = comm::Layout::resolve(world, spec);
-  const auto& l = p.layout;
-  const int S = l.group_size, H = l.shard_size, R = l.replicas(), G = l.groups();
-  p.spec.group_size = S;
-  p.spec.shard_size = H;
-  const int rpn = cluster.ranks_per_node;
+RankBytes rank_bytes(const comm::Layout& l, int rank, const Cluster& cluster, const Workload& w, const StrategySpec& s) {
+  RankBytes out;
+  const int g = l.coords(rank).group;
+  const int H = l.shard_size(g);
+  // A communicator as the plan prices it: its size and tier, worked out once.
   struct Comm {
     std::string name;
     int size;
     comm::Tier tier;
   };
-  const Comm shard{"shard", H, tier_of(strided(H, 1), rpn, S)};
-  const Comm replica{"replica", R, tier_of(strided(R, H), rpn, S)};
-  const Comm group{"group", S, tier_of(strided(S, 1), rpn, S)};
-  const Comm cross{"cross", G, tier_of(strided(G, S), rpn, S)};
-
-  auto add = [&](const Comm& c, comm::Collective kind, double bytes, int count, bool per_round, bool control) {
-    if (c.size <= 1 || count == 0) return;
+  auto make = [&](const std::string& name, const std::vector<int>& members) {
+    return Comm{name, static_cast<int>(members.size()), l.tier(members)};
+  };
+  auto add = [&](const Comm& c, comm::Collective kind, double bytes, bool per_round, bool control) {
+    if (c.size <= 1) return;
     CollectiveCost cc;
     cc.comm = c.name;
     cc.tier = c.tier;
     cc.kind = kind;
     cc.full_bytes = bytes;
     cc.ranks = c.size;
-    cc.count = count;
     cc.per_round = per_round;
     cc.control = control;
-    cc.seconds = cluster.links[static_cast<int>(c.tier)].seconds(kind, bytes, c.size);
-    p.collectives.push_back(cc);
+    cc.seconds = cluster.links[static_cast<int>(cc.tier)].seconds(kind, bytes, c.size);
+    out.collectives.push_back(cc);
   };
+  const auto shard = make("shard", l.shard_members(rank)), replica = make("replica", l.replica_members(rank)),
+             group = make("group", l.group_members(rank));
+  std::vector<std::pair<comm::Segment, Comm>> segments;
+  if (l.groups() > 1)
+    for (const auto& seg : l.segments())
+      if (std::count(seg.ranks.begin(), seg.ranks.end(), rank)) segments.emplace_back(seg, make("segment", seg.ranks));
 
   const bool recompute = w.activation_checkpointing == "on" || (w.activation_checkpointing == "auto" && H > 1);
   const auto units = unit_params(w);
   const bool tied = w.params_override == 0 && w.model.tie_embeddings;
-  double padded_total = 0, largest = 0;
-  std::vector<UnitTimes> times(units.size());
-  auto one = [&](const Comm& c, comm::Collective kind, double bytes) {
-    return c.size > 1 ? cluster.links[static_cast<int>(c.tier)].seconds(kind, bytes, c.size) : 0.0;
-  };
+  const int64_t L = l.pad_multiple();
   for (size_t u = 0; u < units.size(); ++u) {
-    const double padded = static_cast<double>((units[u] + S - 1) / S * S);
-    padded_total += padded;
-    largest = std::max(largest, padded);
+    const double padded = static_cast<double>((units[u] + L - 1) / L * L);
     const int call_sites = (tied && u == 0) ? 2 : 1;
     // Mirrors ShardedUnit: a second gather in backward only when the unit was freed after forward.
     const int gathers = recompute && w.reshard_after_forward && call_sites == 1 ? 2 : 1;
-    times[u].gather = one(shard, comm::Collective::AllGather, padded * w.param_bytes);
-    times[u].reduce = one(shard, comm::Collective::ReduceScatter, padded * w.reduce_bytes);
-    times[u].replica = one(replica, comm::Collective::AllReduce, padded / H * w.reduce_bytes);
-    times[u].freed_after_forward = gathers == 2;
-    add(shard, comm::Collective::AllGather, padded * w.param_bytes, gathers, false, false);
-    add(shard, comm::Collective::ReduceScatter, padded * w.reduce_bytes, 1, false, false);
-    add(replica, comm::Collective::AllReduce, padded / H * w.reduce_bytes, 1, false, false);
+    for (int k = 0; k < gathers; ++k) add(shard, comm::Collective::AllGather, padded * w.param_bytes, false, false);
+    add(shard, comm::Collective::ReduceScatter, padded * w.reduce_bytes, false, false);
+    const auto [a, b] = l.shard_range(static_cast<int64_t>(padded), rank);
+    const double shard_len = static_cast<double>(b - a);
+    add(replica, comm::Collective::AllReduce, shard_len * w.reduce_bytes, false, false);
     if (s.strategy.federated) {
-      add(cross, comm::Collective::AllReduce, padded / S * w.reduce_bytes, 1, true, false);
-      add(replica, comm::Collective::AllGather, padded / H * w.master_bytes, 1, true, false);
+      for (const auto& [seg, c] : segments)
+        add(c, comm::Collective::AllReduce, static_cast<double>(seg.end - seg.begin) * (padded / L) * w.reduce_bytes,
+            true, false);
+      add(replica, comm::Collective::AllGather, shard_len * w.master_bytes, true, false);
     }
   }
-  add(shard, comm::Collective::AllReduce, 8, 1, false, true);  // global grad norm
-  add(group, comm::Collective::AllReduce, 8, 1, false, true);  // logged loss
-  if (s.strategy.federated) add(cross, comm::Collective::AllReduce, 8, 1, true, true);  // sync weights
+  add(shard, comm::Collective::AllReduce, 8, false, true);  // global grad norm
+  add(group, comm::Collective::AllReduce, 16, false, true);  // logged loss and stop request
+  if (s.strategy.federated)
+    for (const auto& [seg, c] : segments) add(c, comm::Collective::AllReduce, 16, true, true);  // weight and stop
+  for (const auto& c : out.collectives)
+    (c.per_round ? out.per_round : out.per_step)[static_cast<int>(c.tier)] +=
+        comm::ring_bus_bytes(c.kind, c.full_bytes, c.ranks) * c.count;
+  return out;
+}
+
+StrategyPlan plan_strategy(const Cluster& cluster, const Workload& w, const StrategySpec& s) {
+  StrategyPlan p;
+  p.spec = s;
+  const int world = cluster.world();
+  p.layout = parallel::make_layout(s.strategy, world, s.groups, s.group_size, s.shard_size);
+  p.layout.place_on_nodes(cluster.ranks_per_node);
+  const auto& l = p.layout;
+  if (l.equal_groups()) p.spec.group_size = l.group_size(0);
+  p.spec.shard_size = l.shard_size(0);
+  for (int r = 0; r < world; ++r) {
+    auto b = rank_bytes(l, r, cluster, w, s);
+    for (const auto& c : b.collectives)
+      if (!c.control && c.per_round && c.tier == comm::Tier::InterGroup)
+        p.inter_group_data_bytes_per_round += comm::ring_bus_bytes(c.kind, c.full_bytes, c.ranks) * c.count;
+    if (r == l.first_rank(l.coords(r).group)) p.groups.push_back(std::move(b));
+  }
+  p.collectives = p.groups.front().collectives;
+
+  const int H = l.shard_size(0);
+  const bool recompute = w.activation_checkpointing == "on" || (w.activation_checkpointing == "auto" && H > 1);
+  const auto units = unit_params(w);
+  const bool tied = w.params_override == 0 && w.model.tie_embeddings;
+  const int64_t L = l.pad_multiple();
+  const auto shard = l.shard_members(0), replica = l.replica_members(0);
+  auto one = [&](const std::vector<int>& members, comm::Collective kind, double bytes) {
+    const int n = static_cast<int>(members.size());
+    return n > 1 ? cluster.links[static_cast<int>(l.tier(members))].seconds(kind, bytes, n) : 0.0;
+  };
+  double shard_total = 0, largest = 0;
+  std::vector<UnitTimes> times(units.size());
+  for (size_t u = 0; u < units.size(); ++u) {
+    const double padded = static_cast<double>((units[u] + L - 1) / L * L);
+    largest = std::max(largest, padded);
+    const int call_sites = (tied && u == 0) ? 2 : 1;
+    times[u].gather = one(shard, comm::Collective::AllGather, padded * w.param_bytes);
+    times[u].reduce = one(shard, comm::Collective::ReduceScatter, padded * w.reduce_bytes);
+    const auto [a, b] = l.shard_range(static_cast<int64_t>(padded), 0);
+    shard_total += static_cast<double>(b - a);
+    times[u].replica = one(replica, comm::Collective::AllReduce, static_cast<double>(b - a) * w.reduce_bytes);
+    times[u].freed_after_forward = recompute && w.reshard_after_forward && call_sites == 1;
+  }
 
   const double k = s.strategy.federated ? s.sync_every : 1.0;
   for (const auto& c : p.collectives) {
@@ -261,7 +284,7 @@ StrategyPlan plan_strategy(const Cluster& cluster, const Workload& w, const Stra
                                  : p.compute_seconds + p.step_comm_seconds;
   p.step_seconds = inner + p.round_comm_seconds / k;
   p.tokens_per_second = tokens_per_rank * world / p.step_seconds;
-  p.state_bytes_per_rank = 16.0 * padded_total / H + 2.0 * largest * w.param_bytes;
+  p.state_bytes_per_rank = 16.0 * shard_total + 2.0 * largest * w.param_bytes;
   p.fits_memory = cluster.memory_bytes_per_rank <= 0 || p.state_bytes_per_rank <= cluster.memory_bytes_per_rank;
   return p;
 }

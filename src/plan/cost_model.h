@@ -11,7 +11,7 @@
 
 #include "comm/communicator.h"
 #include "comm/link_emulation.h"
-#include "comm/topology.h"
+#include "comm/layout.h"
 #include "model/config.h"
 #include "parallel/strategy.h"
 
@@ -19,6 +19,7 @@ namespace fedshard::plan {
 
 struct StrategySpec {
   parallel::Strategy strategy;
+  std::vector<int> groups;  // S_g of groups of different sizes (fl-*); empty: group_size
   int group_size = 0;  // S (fl-*); 0: the world
   int shard_size = 0;  // H (hsdp, fl-hsdp); 0: by strategy
   int sync_every = 8;  // K (fl-*)
@@ -59,7 +60,7 @@ struct Workload {
 };
 
 struct CollectiveCost {
-  std::string comm;  // world | group | shard | replica | cross
+  std::string comm;  // world | group | shard | replica | segment
   comm::Tier tier = comm::Tier::Node;
   comm::Collective kind = comm::Collective::AllReduce;
   double full_bytes = 0;
@@ -70,10 +71,21 @@ struct CollectiveCost {
   double seconds = 0;  // alpha-beta time of one issue
 };
 
+// What one rank sends: the collectives it issues and their bytes per tier.
+struct RankBytes {
+  std::vector<CollectiveCost> collectives;
+  std::array<double, comm::kNumTiers> per_step{};   // step collectives only
+  std::array<double, comm::kNumTiers> per_round{};  // one aggregation round
+};
+
 struct StrategyPlan {
   StrategySpec spec;
   comm::Layout layout;
+  // Rank 0's collectives (its step is the one timed below); `groups` has each group's first rank (all ranks
+  // of a group send the same bytes).
   std::vector<CollectiveCost> collectives;
+  std::vector<RankBytes> groups;
+  double inter_group_data_bytes_per_round = 0;  // one round, summed over all ranks: 2 (G - 1) Psi b
   std::array<double, comm::kNumTiers> bytes_per_step{};   // step collectives + rounds / K
   std::array<double, comm::kNumTiers> bytes_per_round{};  // one aggregation round
   std::array<double, comm::kNumTiers> comm_seconds_per_step{};  // likewise amortized
@@ -88,6 +100,9 @@ struct StrategyPlan {
 };
 
 StrategyPlan plan_strategy(const Cluster& cluster, const Workload& w, const StrategySpec& s);
+// The collectives rank `rank` of `layout` (placed on nodes) issues for workload w, and their bytes.
+RankBytes rank_bytes(const comm::Layout& layout, int rank, const Cluster& cluster, const Workload& w,
+                     const StrategySpec& s);
 // Plans every spec and fills speedup_vs_fsdp (relative to the first fsdp entry, if any).
 std::vector<StrategyPlan> plan_all(const Cluster& cluster, const Workload& w, const std::vector<StrategySpec>& specs);
 

@@ -37,20 +37,6 @@ std::string rank_file_name(int rank) {
   return buf;
 }
 
-// Where rank r's shard and aggregation slice of a unit with `padded` elements lie (DESIGN.md Topology).
-std::pair<int64_t, int64_t> shard_range(int64_t padded, const comm::Layout& l, int rank) {
-  const int64_t len = padded / l.shard_size;
-  const int64_t h = (rank % l.group_size) % l.shard_size;
-  return {h * len, (h + 1) * len};
-}
-
-std::pair<int64_t, int64_t> slice_range(int64_t padded, const comm::Layout& l, int rank) {
-  const auto [a, b] = shard_range(padded, l, rank);
-  const int64_t piece = (b - a) / l.replicas();
-  const int64_t i = (rank % l.group_size) / l.shard_size;
-  return {a + i * piece, a + (i + 1) * piece};
-}
-
 // Every architecture field, so a checkpoint describes its model without the preset table.
 nlohmann::json model_json(const model::ModelConfig& c) {
   nlohmann::json j = {{"name", c.name},
@@ -152,14 +138,25 @@ CheckpointMeta load_checkpoint_meta(const std::string& dir, const model::ModelCo
              " file");
     m.step = j.at("step");
     const auto& t = j.at("topology");
-    m.world = t.at("world");
-    m.group_size = t.at("group_size");
-    m.shard_size = t.at("shard_size");
+    try {
+      // Checkpoints before groups of different sizes record only equal groups: world / group_size of them.
+      m.layout = t.contains("groups")
+                     ? comm::Layout(t.at("groups").get<std::vector<int>>(), t.at("shard_size"))
+                     : comm::Layout::uniform(t.at("world"), t.at("group_size"), t.at("shard_size"));
+    } catch (const Error& e) {
+      throw Error(cat(meta_path, ": impossible topology (", e.what(), ")"));
+    }
     m.strategy = t.at("strategy");
     m.optimizer_steps = j.at("optimizer").at("steps");
     m.outer = j.at("federation").value("outer", "");
     m.syncs = j.at("federation").value("syncs", 0);
     m.steps_since_sync = j.at("federation").value("steps_since_sync", 0);
+    for (int g = 0; g < m.layout.groups(); ++g) m.group_ids.push_back(g);
+    if (j.at("federation").contains("group_ids")) {
+      m.group_ids = j.at("federation").at("group_ids").get<std::vector<int>>();
+      FS_CHECK(static_cast<int>(m.group_ids.size()) == m.layout.groups(), meta_path, ": ", m.group_ids.size(),
+               " group ids for ", m.layout.groups(), " groups");
+    }
     m.config = j.at("config");
     for (const auto& u : j.at("units")) m.padded.push_back(u.at("padded_numel"));
     for (const auto& r : j.at("ranks")) {
@@ -187,14 +184,11 @@ CheckpointMeta load_checkpoint_meta(const std::string& dir, const model::ModelCo
     for (size_t u = 0; u < layout.size(); ++u) {
       FS_CHECK(units[u].at("numel") == layout[u].numel, meta_path, ": unit ", u, " has ", units[u].at("numel").dump(),
                " parameters, the model's has ", layout[u].numel);
-      FS_CHECK(m.padded[u] >= layout[u].numel && m.padded[u] % m.group_size == 0, meta_path, ": unit ", u,
+      FS_CHECK(m.padded[u] >= layout[u].numel && m.padded[u] % m.layout.pad_multiple() == 0, meta_path, ": unit ", u,
                " padding does not fit the topology");
     }
-    FS_CHECK(m.world > 0 && m.group_size > 0 && m.shard_size > 0 && m.world % m.group_size == 0 &&
-                 m.group_size % m.shard_size == 0,
-             meta_path, ": impossible topology (world ", m.world, ", group ", m.group_size, ", shard ", m.shard_size, ")");
-    FS_CHECK(static_cast<int>(m.ranks.size()) == m.world, meta_path, ": lists ", m.ranks.size(), " rank files for ",
-             m.world, " ranks");
+    FS_CHECK(static_cast<int>(m.ranks.size()) == m.layout.world(), meta_path, ": lists ", m.ranks.size(),
+             " rank files for ", m.layout.world(), " ranks");
     for (size_t r = 0; r < m.ranks.size(); ++r)
       FS_CHECK(m.ranks[r].rank == static_cast<int>(r) && m.ranks[r].shard.size() == layout.size() &&
                    m.ranks[r].slice.size() == layout.size() && m.ranks[r].file == rank_file_name(static_cast<int>(r)),
@@ -215,13 +209,12 @@ CheckpointMeta load_checkpoint_meta(const std::string& dir, const model::ModelCo
 }
 
 bool same_layout(const CheckpointMeta& meta, const comm::Layout& layout, const std::string& strategy) {
-  return meta.world == layout.world && meta.group_size == layout.group_size && meta.shard_size == layout.shard_size &&
-         meta.strategy == strategy;
+  return meta.layout == layout && meta.strategy == strategy;
 }
 
 void save_checkpoint(const std::string& run_dir, int keep, const TrainingState& state, const nlohmann::json& config,
                      const model::ModelConfig& model, comm::Topology& topo, parallel::ShardedModel& sharded,
-                     Optimizer& inner, federation::Aggregator* agg) {
+                     optim::Optimizer& inner, federation::Aggregator* agg) {
   at::NoGradGuard no_grad;
   auto& world = topo.world();
   const int rank = topo.world_rank();
@@ -286,11 +279,14 @@ void save_checkpoint(const std::string& run_dir, int keep, const TrainingState& 
     try {
       nlohmann::json meta = {{"format", kFormat}, {"version", kVersion}, {"step", state.step}, {"config", config},
                              {"model", model_json(model)}};
-      meta["topology"] = {{"world", layout.world}, {"group_size", layout.group_size}, {"shard_size", layout.shard_size},
-                          {"strategy", config["resolved"]["strategy"]}, {"ranks_per_node", topo.ranks_per_node()}};
+      meta["topology"] = {{"world", layout.world()},
+                          {"groups", layout.group_sizes()},
+                          {"shard_size", layout.shard_spec()},
+                          {"strategy", config["resolved"]["strategy"]}};
       meta["optimizer"] = {{"name", config["optim"]["name"]}, {"steps", inner.steps()}};
       meta["federation"] = agg ? nlohmann::json{{"outer", config["federation"]["outer_optimizer"]},
-                                                {"syncs", agg->syncs()},
+                                                {"syncs", state.syncs},
+                                                {"group_ids", state.group_ids},
                                                 {"steps_since_sync", state.steps_since_sync}}
                                : nlohmann::json::object();
       const auto units = unit_layout(model);
@@ -306,12 +302,13 @@ void save_checkpoint(const std::string& run_dir, int keep, const TrainingState& 
         nlohmann::json shard = nlohmann::json::array(), slice = nlohmann::json::array();
         for (const auto& u : sharded.units()) {
           const int64_t padded = u->flat().padded_numel();
-          shard.push_back(shard_range(padded, layout, r));
-          slice.push_back(slice_range(padded, layout, r));
+          shard.push_back(layout.shard_range(padded, r));
+          slice.push_back(layout.slice_range(padded, r));
         }
+        const auto c = layout.coords(r);
         meta["ranks"].push_back({{"rank", r},
-                                 {"group", r / layout.group_size},
-                                 {"position", r % layout.group_size},
+                                 {"group", c.group},
+                                 {"position", c.position},
                                  {"file", rank_file_name(r)},
                                  {"checksum", hex64(static_cast<uint64_t>(all[2 * r].item<int64_t>()))},
                                  {"shard", shard},
@@ -379,7 +376,7 @@ at::Tensor assemble(RankFiles& files, const CheckpointMeta& m, size_t u, const s
                     bool slices) {
   at::Tensor full;
   for (const auto& r : m.ranks) {
-    if (r.group != group || (!slices && r.position >= m.shard_size)) continue;
+    if (r.group != group || (!slices && m.layout.coords(r.rank).replica != 0)) continue;
     const auto& f = files.get(r.rank);
     const std::string key = unit_key(u, what);
     if (!f.contains(key)) return at::Tensor();
@@ -392,16 +389,17 @@ at::Tensor assemble(RankFiles& files, const CheckpointMeta& m, size_t u, const s
   return full;
 }
 
-// Mean over the checkpoint's groups (the FedAvg model of a mid-round checkpoint; exact for one group).
+// Mean over the checkpoint's groups weighted by their sizes, i.e. by the tokens each trained on since the
+// last round (the FedAvg model of a mid-round checkpoint; exact for one group).
 at::Tensor assemble_mean(RankFiles& files, const CheckpointMeta& m, size_t u, const std::string& what) {
   at::Tensor sum;
-  const int groups = m.world / m.group_size;
-  for (int g = 0; g < groups; ++g) {
+  for (int g = 0; g < m.layout.groups(); ++g) {
     auto t = assemble(files, m, u, what, g, false);
     if (!t.defined()) return t;
+    t = t * (static_cast<double>(m.layout.group_size(g)) / m.layout.world());
     sum = sum.defined() ? sum + t : t;
   }
-  return sum / static_cast<double>(groups);
+  return sum;
 }
 
 // Copies the unpadded prefix of an old padded flat into a tensor covering [begin, end) of the new padding.
@@ -414,7 +412,8 @@ void cut(const at::Tensor& old_full, int64_t numel, int64_t begin, at::Tensor ds
 }  // namespace
 
 TrainingState restore_checkpoint(const CheckpointMeta& meta, comm::Topology& topo, const std::string& strategy,
-                                 parallel::ShardedModel& sharded, Optimizer& inner, federation::Aggregator* agg) {
+                                 parallel::ShardedModel& sharded, optim::Optimizer& inner, federation::Aggregator* agg,
+                                 const std::vector<int>& continues) {
   at::NoGradGuard no_grad;
   RankFiles files(meta);
   const auto& units = sharded.units();
@@ -435,39 +434,45 @@ TrainingState restore_checkpoint(const CheckpointMeta& meta, comm::Topology& top
     auto gen = at::detail::getDefaultCPUGenerator();
     gen.set_state(f.tensor("rng.cpu"));
     st.steps_since_sync = meta.steps_since_sync;
-    if (agg) agg->set_syncs(meta.syncs);
+    st.syncs = meta.syncs;
     return st;
   }
 
-  // Re-slice: reassemble each unit, then cut this rank's shard and slice out of it.
+  // Re-slice: reassemble each unit (this group's own, or the groups' mean), then cut this rank's shard and
+  // slice out of it.
   const auto layout = unit_layout(sharded.config());
   const auto& l = topo.layout();
+  const int own = continues.empty() ? -1 : continues.at(topo.coords().group);
+  auto model_state = [&](size_t u, const std::string& what) {
+    return own < 0 ? assemble_mean(files, meta, u, what) : assemble(files, meta, u, what, own, false);
+  };
   for (size_t u = 0; u < units.size(); ++u) {
     auto& flat = units[u]->flat();
     const int64_t numel = layout[u].numel;
-    cut(assemble_mean(files, meta, u, "param"), numel, flat.shard_offset(), flat.shard().detach());
+    cut(model_state(u, "param"), numel, flat.shard_offset(), flat.shard().detach());
     for (auto& [k, t] : inner.state()[u]) {
-      auto old = assemble_mean(files, meta, u, "opt." + k);
+      auto old = model_state(u, "opt." + k);
       if (old.defined())
         cut(old, numel, flat.shard_offset(), t);
       else
         t.zero_();
     }
     if (agg) {
-      const int64_t piece = flat.shard_numel() / l.replicas();
-      const int64_t begin = flat.shard_offset() + topo.replica_index() * piece;
+      const auto [begin, end] = l.slice_range(flat.padded_numel(), rank);
       for (auto& [k, t] : agg->outer().state()[u]) {
-        auto old = assemble(files, meta, u, "outer." + k, 0, true);
+        auto old = assemble(files, meta, u, "outer." + k, std::max(own, 0), true);
         if (old.defined())
           cut(old, numel, begin, t);
         else if (k == "global")  // a run without federation before: the current model is the global one
-          t.copy_(flat.shard().detach().narrow(0, topo.replica_index() * piece, piece));
+          t.copy_(flat.shard().detach().narrow(0, begin - flat.shard_offset(), end - begin));
         else
           t.zero_();
       }
     }
   }
-  st.steps_since_sync = 0;  // the groups restart from one (averaged) model
+  // Groups that continue their own models stay mid-round; otherwise they restart from one averaged model.
+  st.steps_since_sync = own < 0 ? 0 : meta.steps_since_sync;
+  st.syncs = meta.syncs;
   return st;
 }
 

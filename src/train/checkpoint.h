@@ -16,7 +16,7 @@
 #include "federation/aggregator.h"
 #include "model/config.h"
 #include "parallel/sharded_model.h"
-#include "train/optimizer.h"
+#include "optim/optimizer.h"
 
 namespace fedshard::train {
 
@@ -38,10 +38,11 @@ struct CheckpointRank {
 struct CheckpointMeta {
   std::string dir;
   int64_t step = 0;
-  int world = 1, group_size = 1, shard_size = 1;
+  comm::Layout layout;
   std::string strategy;
   int64_t optimizer_steps = 0;
   int64_t syncs = 0, steps_since_sync = 0;
+  std::vector<int> group_ids;  // stable id of each group (0..G-1 until groups are lost)
   std::string outer;  // outer optimizer of the run, "" without federation
   std::vector<int64_t> padded;  // per unit
   std::vector<CheckpointRank> ranks;
@@ -63,20 +64,26 @@ bool same_layout(const CheckpointMeta& meta, const comm::Layout& layout, const s
 
 struct TrainingState {
   int64_t step = 0;
-  int64_t steps_since_sync = 0;
+  int64_t steps_since_sync = 0;  // federation::Schedule's counters
+  int64_t syncs = 0;
+  std::vector<int> group_ids;  // of the run's groups
 };
 
 // Collective over the world. On a write failure anywhere (full or unwritable disk) every rank throws the
 // same fedshard::Error, reported once; the previous checkpoint is untouched.
 void save_checkpoint(const std::string& run_dir, int keep, const TrainingState& state, const nlohmann::json& config,
                      const model::ModelConfig& model, comm::Topology& topo, parallel::ShardedModel& sharded,
-                     Optimizer& inner, federation::Aggregator* agg);
+                     optim::Optimizer& inner, federation::Aggregator* agg);
 
-// Restores this rank's state. Same layout: its own file, exactly. Otherwise: every unit's parameters and
-// inner optimizer moments are reassembled (averaged over groups, i.e. the FedAvg model of a mid-round
-// checkpoint), the outer optimizer state from group 0, and cut to this rank's new shard and slice.
+// Restores this rank's state. Same layout: its own file, exactly. Another layout with `continues` (per group
+// of this run, the index of the checkpoint group it continues): each group reassembles its own group's
+// parameters, inner and outer optimizer state and cuts them to its new shards and slices, mid-round counters
+// included (federation going on without a lost group). Otherwise: every unit's parameters and inner
+// optimizer moments are reassembled (averaged over groups weighted by their sizes, i.e. the FedAvg model of
+// a mid-round checkpoint), the outer optimizer state from group 0, and cut to this rank's new shard and slice.
 TrainingState restore_checkpoint(const CheckpointMeta& meta, comm::Topology& topo, const std::string& strategy,
-                                 parallel::ShardedModel& sharded, Optimizer& inner, federation::Aggregator* agg);
+                                 parallel::ShardedModel& sharded, optim::Optimizer& inner, federation::Aggregator* agg,
+                                 const std::vector<int>& continues = {});
 
 // The model config a checkpoint directory was written for (from its meta.json).
 model::ModelConfig checkpoint_model(const std::string& dir);

@@ -9,6 +9,7 @@
 
 #include "comm/link_emulation.h"
 #include "util/error.h"
+#include "util/int_list.h"
 
 namespace fedshard::train {
 
@@ -37,6 +38,20 @@ Binding key_binding(std::string key, T TrainConfig::*field, std::string help) {
       auto v = n.value<bool>();
       FS_CHECK(v.has_value(), where, ": '", key, "' must be true or false");
       c.*field = *v;
+    } else if constexpr (std::is_same_v<T, std::vector<int>>) {
+      // An array of sizes, or the command line's "4,2,2" as a string.
+      std::string text;
+      if (auto str = n.value<std::string>()) {
+        text = *str;
+      } else {
+        auto* arr = n.as_array();
+        FS_CHECK(arr != nullptr, where, ": '", key, "' must be an array of group sizes, e.g. [4, 2, 2]");
+        for (auto&& e : *arr) {
+          FS_CHECK(e.is_integer(), where, ": '", key, "' must hold integers");
+          text += (text.empty() ? "" : ",") + std::to_string(*e.value<int64_t>());
+        }
+      }
+      c.*field = parse_int_list(text, cat(where, ": ", key));
     } else if constexpr (std::is_same_v<T, double>) {
       auto v = n.value<double>();  // integers convert
       FS_CHECK(v.has_value(), where, ": '", key, "' must be a number");
@@ -49,6 +64,8 @@ Binding key_binding(std::string key, T TrainConfig::*field, std::string help) {
   b.from_string = [field, key](TrainConfig& c, const std::string& s, const std::string& where) {
     if constexpr (std::is_same_v<T, std::string>) {
       c.*field = s;
+    } else if constexpr (std::is_same_v<T, std::vector<int>>) {
+      c.*field = parse_int_list(s, cat(where, ": ", key));
     } else if constexpr (std::is_same_v<T, bool>) {
       FS_CHECK(s == "true" || s == "false" || s == "1" || s == "0", where, ": '", s, "' is not true/false");
       c.*field = (s == "true" || s == "1");
@@ -95,6 +112,7 @@ const std::vector<Binding>& bindings() {
       key_binding("optim.fused", &TrainConfig::fused, "AdamW in one fused kernel: auto (where LibTorch has it) | on | off"),
       key_binding("parallel.strategy", &TrainConfig::strategy, "ddp | fsdp | hsdp | fl-ddp | fl-fsdp | fl-hsdp"),
       key_binding("parallel.group_size", &TrainConfig::group_size, "ranks per federation group S (fl-*)"),
+      key_binding("parallel.groups", &TrainConfig::groups, "federation groups of different sizes, e.g. 4,2,2 (fl-*; instead of group_size)"),
       key_binding("parallel.shard_size", &TrainConfig::shard_size, "ranks per shard group H (hsdp, fl-hsdp)"),
       key_binding("parallel.sync_every", &TrainConfig::sync_every, "optimizer steps between aggregations K (fl-*)"),
       key_binding("parallel.reshard_after_forward", &TrainConfig::reshard_after_forward, "free gathered parameters after forward"),
@@ -117,6 +135,7 @@ const std::vector<Binding>& bindings() {
       key_binding("checkpoint.every", &TrainConfig::checkpoint_every, "steps between checkpoints; 0 = only at the end"),
       key_binding("checkpoint.keep", &TrainConfig::checkpoint_keep, "complete checkpoints to keep"),
       key_binding("train.resume", &TrainConfig::resume, "auto (latest checkpoint of train.out, if any) or a checkpoint directory"),
+      key_binding("train.resume_groups", &TrainConfig::resume_groups, "fl-*: ids of the checkpoint's groups that continue, one per group of this run, e.g. 0,2,3 after group 1 was lost (default: the same groups)"),
       key_binding("train.steps", &TrainConfig::steps, "optimizer steps"),
       key_binding("train.seed", &TrainConfig::seed, "seed of initialization and data order"),
       key_binding("train.out", &TrainConfig::out, "run directory"),
@@ -172,7 +191,6 @@ void validate(const TrainConfig& c) {
   FS_CHECK(c.momentum >= 0 && c.momentum < 1, "optim.momentum must be in [0, 1)");
   FS_CHECK(one_of(c.strategy, {"ddp", "fsdp", "hsdp", "fl-ddp", "fl-fsdp", "fl-hsdp"}),
            "unknown strategy '", c.strategy, "' (expected ddp, fsdp, hsdp, fl-ddp, fl-fsdp or fl-hsdp)");
-  FS_CHECK(c.group_size >= 0 && c.shard_size >= 0, "parallel.group_size and shard_size must not be negative");
   FS_CHECK(c.sync_every > 0, "parallel.sync_every must be positive, got ", c.sync_every);
   FS_CHECK(one_of(c.activation_checkpointing, {"auto", "on", "off"}),
            "parallel.activation_checkpointing must be auto, on or off, got '", c.activation_checkpointing, "'");

@@ -44,6 +44,7 @@ struct TrainConfig {
   // [parallel]
   std::string strategy = "fsdp";  // ddp | fsdp | hsdp | fl-ddp | fl-fsdp | fl-hsdp
   int64_t group_size = 0;         // S (fl-*); 0: whole world
+  std::vector<int> groups;        // S_g of groups of different sizes (fl-*); empty: group_size
   int64_t shard_size = 0;         // H (hsdp, fl-hsdp)
   int64_t sync_every = 8;         // K (fl-*)
   bool reshard_after_forward = true;
@@ -71,6 +72,7 @@ struct TrainConfig {
   int64_t checkpoint_keep = 3;   // complete checkpoints kept
   // [train]
   std::string resume;  // "" (fresh run) | auto (RUN_DIR/checkpoints/latest if any) | a checkpoint directory
+  std::vector<int> resume_groups;  // ids of this run's groups; resuming onto another layout: which continue
   int64_t steps = 100;
   uint64_t seed = 0;
   std::string out = "runs/latest";

@@ -20,6 +20,7 @@
 #include "data/manifest.h"
 #include "train/evaluator.h"
 #include "train/fault_injection.h"
+#include "train/preemption.h"
 #include "train/progress.h"
 #include "util/build_info.h"
 #include "util/error.h"
@@ -36,17 +37,6 @@ at::ScalarType dtype_of(const std::string& name) {
   if (name == "float64") return at::kDouble;
   if (name == "bfloat16") return at::kBFloat16;
   return at::kFloat;
-}
-
-// 1 where weight decay applies, over this rank's shard of a unit; undefined when it applies everywhere.
-at::Tensor decay_mask(parallel::FlatParam& flat, bool decay_all) {
-  if (decay_all) return at::Tensor();
-  auto full = at::ones({flat.padded_numel()}, flat.shard().options().requires_grad(false));
-  for (const auto& e : flat.entries()) {
-    const bool exempt = e.name.find("norm.weight") != std::string::npos || e.name == "tok_embeddings.weight";
-    if (exempt) full.narrow(0, e.offset, e.numel).zero_();
-  }
-  return flat.slice_of(full).clone();
 }
 
 // Peak float32 matmul rate of this rank with its thread count: the denominator of MFU on CPUs, which have
@@ -73,6 +63,15 @@ double comm_seconds(const comm::LedgerSnapshot& d, bool emulated) {
   return s;
 }
 
+// parallel.link_*: every collective on that tier is held to the emulated link's speed.
+void configure_link_emulation(const TrainConfig& cfg) {
+  const std::pair<comm::Tier, const std::string*> links[] = {{comm::Tier::Node, &cfg.link_node},
+                                                             {comm::Tier::InterNode, &cfg.link_inter_node},
+                                                             {comm::Tier::InterGroup, &cfg.link_inter_group}};
+  for (const auto& [tier, spec] : links)
+    if (!spec->empty()) comm::LinkEmulator::instance().set(tier, comm::parse_link_spec(*spec));
+}
+
 double peak_rss_mb() {
   struct rusage ru {};
   getrusage(RUSAGE_SELF, &ru);
@@ -81,12 +80,56 @@ double peak_rss_mb() {
 
 }  // namespace
 
+// Groups keep an id across restarts that lose some of them. Resuming a federated checkpoint onto another
+// layout of several groups, each group continues the checkpoint group of its id (train.resume_groups; by
+// default the same ids, which needs the same number of groups); any other change of layout restarts every
+// group from the groups' average.
+void choose_group_ids(TrainSetup& s) {
+  const auto& want = s.cfg.resume_groups;
+  const int groups = s.layout.groups();
+  FS_CHECK(want.empty() || static_cast<int>(want.size()) == groups, "train.resume_groups lists ", want.size(),
+           " group id(s) for ", groups, " group(s)");
+  for (size_t i = 0; i < want.size(); ++i)
+    FS_CHECK(std::count(want.begin(), want.end(), want[i]) == 1, "train.resume_groups names group ", want[i], " twice");
+  if (!s.resume) {
+    s.group_ids = want;
+    if (s.group_ids.empty())
+      for (int g = 0; g < groups; ++g) s.group_ids.push_back(g);
+    return;
+  }
+  const auto& meta = *s.resume;
+  s.group_ids = want.empty() ? meta.group_ids : want;
+  if (same_layout(meta, s.layout, s.strategy.name())) {
+    FS_CHECK(s.group_ids == meta.group_ids, "train.resume_groups must name the checkpoint's groups (",
+             nlohmann::json(meta.group_ids).dump(), ") when the layout is the same");
+    return;
+  }
+  const bool per_group = s.strategy.federated && groups > 1 && meta.strategy.rfind("fl-", 0) == 0 && meta.layout.groups() > 1;
+  if (!per_group) {
+    FS_CHECK(want.empty(), "train.resume_groups applies to a federated checkpoint of several groups resumed by an fl-* ",
+             "strategy with several groups");
+    s.group_ids.clear();
+    for (int g = 0; g < groups; ++g) s.group_ids.push_back(g);
+    return;
+  }
+  FS_CHECK(static_cast<int>(s.group_ids.size()) == groups, "checkpoint ", meta.dir, " has ", meta.layout.groups(),
+           " groups, this run ", groups, ": set train.resume_groups to the ids of the checkpoint groups that continue, ",
+           "one per group");
+  for (int id : s.group_ids) {
+    const auto it = std::find(meta.group_ids.begin(), meta.group_ids.end(), id);
+    FS_CHECK(it != meta.group_ids.end(), "train.resume_groups: checkpoint ", meta.dir, " has no group with id ", id);
+    s.continues.push_back(static_cast<int>(it - meta.group_ids.begin()));
+  }
+}
+
 TrainSetup prepare_training(const TrainConfig& cfg, int world_size, int world_rank) {
   TrainSetup s;
   s.cfg = cfg;
   s.strategy = parallel::parse_strategy(cfg.strategy);
-  s.topology = parallel::topology_spec(s.strategy, world_size, static_cast<int>(cfg.group_size),
-                                       static_cast<int>(cfg.shard_size), static_cast<int>(cfg.ranks_per_node));
+  s.layout = parallel::make_layout(s.strategy, world_size, cfg.groups, static_cast<int>(cfg.group_size),
+                                   static_cast<int>(cfg.shard_size));
+  if (cfg.ranks_per_node > 0) s.layout.place_on_nodes(static_cast<int>(cfg.ranks_per_node));
+  s.topology.ranks_per_node = static_cast<int>(cfg.ranks_per_node);
   const bool nccl_built = built_with_cuda();
   FS_CHECK(cfg.device == "cpu" || nccl_built, "model.device = cuda but this fedshard was built without CUDA (against ",
            "a CPU LibTorch); build it against a CUDA LibTorch (docs/cuda.md)");
@@ -96,7 +139,7 @@ TrainSetup prepare_training(const TrainConfig& cfg, int world_size, int world_ra
   s.topology.backend = cfg.backend == "auto" ? (cfg.device == "cuda" && nccl_built ? "nccl" : "mpi") : cfg.backend;
   s.model = model::preset(cfg.model);
   s.model.attention = model::parse_attention_kernel(cfg.attention);
-  FS_CHECK(cfg.fused != "on" || fused_adamw_available(), "optim.fused = on needs LibTorch >= 2.4 (this build has ",
+  FS_CHECK(cfg.fused != "on" || optim::fused_adamw_available(), "optim.fused = on needs LibTorch >= 2.4 (this build has ",
            TORCH_VERSION, "); use auto or off");
   FS_CHECK(cfg.fused != "on" || cfg.optimizer == "adamw", "optim.fused = on applies to adamw only (optim.name = ",
            cfg.optimizer, ")");
@@ -121,8 +164,8 @@ TrainSetup prepare_training(const TrainConfig& cfg, int world_size, int world_ra
            s.model.max_seq_len, " of model ", cfg.model);
   s.train = std::make_shared<data::TokenDataset>(cfg.data_dir, "train", cfg.seq_len, s.model.vocab_size);
   s.val = std::make_shared<data::TokenDataset>(cfg.data_dir, "val", cfg.seq_len, s.model.vocab_size);
-  const auto layout = comm::Layout::resolve(world_size, s.topology);
-  s.partition = data::partition_windows(*s.train, cfg.partition, layout.groups(), cfg.seed);
+  const auto& layout = s.layout;
+  s.partition = data::partition_windows(*s.train, cfg.partition, layout.group_sizes(), cfg.seed);
   if (world_rank == 0) ensure_writable_dir(cfg.out);
   validate_fault_plan();
   if (!cfg.resume.empty()) {
@@ -135,6 +178,7 @@ TrainSetup prepare_training(const TrainConfig& cfg, int world_size, int world_ra
       s.resume = std::move(meta);
     }
   }
+  choose_group_ids(s);
   if (!cfg.init_from.empty() && !s.resume) {
     const auto dir = std::filesystem::path(cfg.init_from);
     nlohmann::json hf;
@@ -162,6 +206,7 @@ TrainSetup prepare_training(const TrainConfig& cfg, int world_size, int world_ra
 struct Trainer::StepResult {
   int64_t step = 0;
   bool aggregated = false;
+  bool stop = false;  // every rank agreed to stop after this step (preemption)
   double loss = 0;
   double lr = 0;
   double grad_norm = 0;
@@ -172,133 +217,149 @@ struct Trainer::StepResult {
 
 Trainer::Trainer(TrainSetup setup) : s_(std::move(setup)) {
   const auto& cfg = s_.cfg;
+  configure_link_emulation(cfg);
+  engine_ = parallelize(engine_spec(place_rank()));
+  topo_ = engine_.topo.get();
+  sharded_ = engine_.sharded.get();
+  lr_ = {cfg.lr, cfg.lr * cfg.min_lr_ratio, cfg.warmup_steps >= 0 ? cfg.warmup_steps : cfg.steps / 10, cfg.steps};
+  if (engine_.aggregator)
+    rounds_.emplace(cfg.sync_every, cfg.steps,
+                    topo_->layout().group_size(topo_->coords().group) * cfg.batch_size * cfg.seq_len);
+  make_sampler();
+  if (s_.resume) {
+    const auto st = restore_checkpoint(*s_.resume, *topo_, s_.strategy.name(), *sharded_, *engine_.optimizer,
+                                       engine_.aggregator.get(), s_.continues);
+    start_step_ = st.step + 1;
+    if (rounds_) rounds_->restore(st.steps_since_sync, st.syncs);
+  }
+  peak_flops_ = cfg.peak_flops > 0 ? cfg.peak_flops : measure_matmul_flops(sharded_->options().device);
+  resolved_ = resolved_config();
+  open_run_files();
+}
+
+at::Device Trainer::place_rank() {
+  const auto& cfg = s_.cfg;
   auto& mpi = comm::MpiRuntime::get();
   const auto [host_rank, host_ranks] = mpi.host_rank_and_size();
-  const int threads = cfg.threads > 0 ? static_cast<int>(cfg.threads)
-                                      : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / host_ranks);
-  at::set_num_threads(threads);
-  at::Device device = at::kCPU;
-  if (cfg.device == "cuda") {
-    const int gpus = static_cast<int>(at::detail::getCUDAHooks().getNumGPUs());
-    device = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(host_rank % gpus));
-    // NCCL refuses two ranks on one GPU: that needs the host-staged MPI backend.
-    if (s_.topology.backend == "nccl" && host_ranks > gpus)
-      throw Error(cat(host_ranks, " ranks share ", gpus, " GPU(s) on a host: NCCL needs one rank per GPU; use "
-                      "--set parallel.backend=mpi (host-staged collectives)"))
-          .reported_by(mpi.world_rank() == 0)
-          .everywhere(true);
-    s_.topology.device = device.index();
-  }
-  const std::pair<comm::Tier, const std::string*> links[] = {{comm::Tier::Node, &cfg.link_node},
-                                                             {comm::Tier::InterNode, &cfg.link_inter_node},
-                                                             {comm::Tier::InterGroup, &cfg.link_inter_group}};
-  for (const auto& [tier, spec] : links)
-    if (!spec->empty()) comm::LinkEmulator::instance().set(tier, comm::parse_link_spec(*spec));
-  topo_ = std::make_unique<comm::Topology>(s_.topology);
-  const auto& layout = topo_->layout();
+  threads_ = cfg.threads > 0 ? static_cast<int>(cfg.threads)
+                             : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / host_ranks);
+  at::set_num_threads(threads_);
+  if (cfg.device != "cuda") return at::kCPU;
+  const int gpus = static_cast<int>(at::detail::getCUDAHooks().getNumGPUs());
+  // NCCL refuses two ranks on one GPU: that needs the host-staged MPI backend.
+  if (s_.topology.backend == "nccl" && host_ranks > gpus)
+    throw Error(cat(host_ranks, " ranks share ", gpus, " GPU(s) on a host: NCCL needs one rank per GPU; use "
+                    "--set parallel.backend=mpi (host-staged collectives)"))
+        .reported_by(mpi.world_rank() == 0)
+        .everywhere(true);
+  const at::Device device(at::kCUDA, static_cast<c10::DeviceIndex>(host_rank % gpus));
+  s_.topology.device = device.index();
+  return device;
+}
 
-  parallel::ShardingOptions opts;
-  opts.master_dtype = dtype_of(cfg.dtype);
-  opts.compute_dtype = dtype_of(cfg.compute_dtype);
-  opts.reduce_dtype = dtype_of(cfg.reduce_dtype);
-  opts.recompute = cfg.activation_checkpointing == "on" ||
-                   (cfg.activation_checkpointing == "auto" && layout.shard_size > 1);
-  opts.reshard_after_forward = cfg.reshard_after_forward;
-  opts.device = device;
-  model_ = std::make_unique<model::Llama>(s_.model, opts.master_dtype, /*materialize=*/false);
+EngineSpec Trainer::engine_spec(at::Device device) const {
+  const auto& cfg = s_.cfg;
+  EngineSpec e;
+  e.layout = s_.layout;
+  e.topology = s_.topology;
+  e.model = s_.model;
+  e.sharding.master_dtype = dtype_of(cfg.dtype);
+  e.sharding.compute_dtype = dtype_of(cfg.compute_dtype);
+  e.sharding.reduce_dtype = dtype_of(cfg.reduce_dtype);
+  // Recomputation pays off where parameters are sharded, i.e. per group.
+  const int group = s_.layout.coords(comm::MpiRuntime::get().world_rank()).group;
+  const bool sharded = s_.layout.shard_size(group) > 1;
+  e.sharding.recompute = cfg.activation_checkpointing == "on" || (cfg.activation_checkpointing == "auto" && sharded);
+  e.sharding.reshard_after_forward = cfg.reshard_after_forward;
+  e.sharding.device = device;
+  e.optimizer = {cfg.optimizer, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay, cfg.momentum,
+                 cfg.optimizer == "adamw" && (cfg.fused == "on" || (cfg.fused == "auto" && optim::fused_adamw_available()))};
+  e.decay_norms_and_embeddings = cfg.decay_norms_and_embeddings;
+  if (s_.strategy.federated)
+    e.federation = federation::FederationOptions{{cfg.outer_optimizer, cfg.outer_lr, cfg.outer_momentum},
+                                                 cfg.inner_state, e.sharding.reduce_dtype};
   if (!s_.init_from.empty()) {
-    const SafetensorsFile weights((std::filesystem::path(s_.init_from) / "model.safetensors").string());
-    sharded_ = std::make_unique<parallel::ShardedModel>(
-        *model_, topo_->shard(), topo_->replica(), opts, layout.group_size,
-        [&weights](const model::ParamSlot& slot) { slot.tensor->copy_(weights.tensor(model::to_hf_name(slot.name))); });
-  } else {
-    sharded_ = std::make_unique<parallel::ShardedModel>(*model_, topo_->shard(), topo_->replica(), opts,
-                                                        layout.group_size, cfg.seed);
+    auto weights = std::make_shared<SafetensorsFile>((std::filesystem::path(s_.init_from) / "model.safetensors").string());
+    e.init = [weights](const model::ParamSlot& slot) { slot.tensor->copy_(weights->tensor(model::to_hf_name(slot.name))); };
   }
+  e.seed = cfg.seed;
+  return e;
+}
 
-  std::vector<ParamSlice> slices;
-  for (auto& u : sharded_->units())
-    slices.push_back({u->flat().shard(), u->flat().grad(), decay_mask(u->flat(), cfg.decay_norms_and_embeddings)});
-  OptimizerConfig oc;
-  oc.name = cfg.optimizer;
-  oc.beta1 = cfg.beta1;
-  oc.beta2 = cfg.beta2;
-  oc.eps = cfg.eps;
-  oc.weight_decay = cfg.weight_decay;
-  oc.momentum = cfg.momentum;
-  oc.fused = cfg.optimizer == "adamw" && (cfg.fused == "on" || (cfg.fused == "auto" && fused_adamw_available()));
-  optimizer_ = make_optimizer(oc, std::move(slices));
-
-  schedule_.peak = cfg.lr;
-  schedule_.floor = cfg.lr * cfg.min_lr_ratio;
-  schedule_.total = cfg.steps;
-  schedule_.warmup = cfg.warmup_steps >= 0 ? cfg.warmup_steps : cfg.steps / 10;
-
-  if (s_.strategy.federated) {
-    federation::FederationOptions fo;
-    fo.outer = {cfg.outer_optimizer, cfg.outer_lr, cfg.outer_momentum};
-    fo.inner_state = cfg.inner_state;
-    fo.reduce_dtype = opts.reduce_dtype;
-    aggregator_ = std::make_unique<federation::Aggregator>(*sharded_, *topo_, *optimizer_, fo);
-  }
-
-  // iid: every rank reads disjoint windows of one global stream (rank r takes slot r of each step), so
-  // strategies with and without federation read the same data. Otherwise each group reads its own pool,
-  // its ranks taking disjoint slots of it.
-  const auto& partition = s_.partition;
+// iid: every rank reads disjoint windows of one global stream (rank r takes slot r of each step), so
+// strategies with and without federation read the same data. Otherwise each group reads its own pool,
+// its ranks taking disjoint slots of it.
+void Trainer::make_sampler() {
+  const auto& cfg = s_.cfg;
+  const auto& layout = topo_->layout();
   const int batch = static_cast<int>(cfg.batch_size);
-  if (partition.global_stream) {
+  if (s_.partition.global_stream) {
     std::vector<int64_t> pool(s_.train->num_windows());
     for (int64_t i = 0; i < static_cast<int64_t>(pool.size()); ++i) pool[i] = i;
-    sampler_ = std::make_unique<data::WindowSampler>(std::move(pool), layout.world, batch, cfg.seed, /*stream=*/0);
+    sampler_ = std::make_unique<data::WindowSampler>(std::move(pool), layout.world(), batch, cfg.seed, /*stream=*/0);
     sampler_reader_ = topo_->world_rank();
   } else {
-    sampler_ = std::make_unique<data::WindowSampler>(partition.pools[topo_->group_index()], layout.group_size, batch,
-                                                     cfg.seed, /*stream=*/1 + topo_->group_index());
-    sampler_reader_ = topo_->position();
+    const auto& c = topo_->coords();
+    sampler_ = std::make_unique<data::WindowSampler>(s_.partition.pools[c.group], layout.group_size(c.group), batch,
+                                                     cfg.seed, /*stream=*/1 + c.group);
+    sampler_reader_ = c.position;
   }
+}
 
+nlohmann::json Trainer::resolved_config() const {
+  const auto& cfg = s_.cfg;
+  const auto& layout = topo_->layout();
+  const auto& opts = sharded_->options();
+  std::vector<int> shard_sizes;
+  for (int g = 0; g < layout.groups(); ++g) shard_sizes.push_back(layout.shard_size(g));
+  auto j = cfg.to_json();
+  j["resolved"] = {{"strategy", s_.strategy.name()},
+                   {"world", layout.world()},
+                   {"group_size", layout.equal_groups() ? layout.group_size(0) : 0},
+                   {"shard_size", layout.equal_groups() ? layout.shard_size(0) : layout.shard_spec()},
+                   {"groups", layout.groups()},
+                   {"group_sizes", layout.group_sizes()},
+                   {"group_ids", s_.group_ids},
+                   {"shard_sizes", shard_sizes},
+                   {"replicas_per_group", layout.replicas(0)},
+                   {"nodes", layout.nodes()},
+                   {"emulated_nodes", topo_->emulated_nodes()},
+                   {"threads_per_rank", threads_},
+                   {"activation_checkpointing", opts.recompute},
+                   {"fused_adamw", s_.cfg.optimizer == "adamw" && (cfg.fused == "on" || (cfg.fused == "auto" && optim::fused_adamw_available()))},
+                   {"attention", cfg.attention == "math" || !model::sdpa_available() ? "math" : "sdpa"},
+                   {"parameters", s_.model.param_count()},
+                   {"vocab_size", s_.model.vocab_size},
+                   {"warmup_steps", lr_.warmup},
+                   {"peak_flops_per_rank", peak_flops_}};
+  return j;
+}
+
+void Trainer::open_run_files() {
+  if (topo_->world_rank() != 0) return;
+  const auto& cfg = s_.cfg;
+  write_file_atomically((std::filesystem::path(cfg.out) / "config.json").string(), resolved_.dump(2) + "\n");
   if (s_.resume) {
-    const auto st = restore_checkpoint(*s_.resume, *topo_, s_.strategy.name(), *sharded_, *optimizer_, aggregator_.get());
-    start_step_ = st.step + 1;
-    steps_since_sync_ = st.steps_since_sync;
-  }
-
-  peak_flops_ = cfg.peak_flops > 0 ? cfg.peak_flops : measure_matmul_flops(device);
-  resolved_ = cfg.to_json();
-  resolved_["resolved"] = {{"strategy", s_.strategy.name()},
-                            {"world", layout.world},
-                            {"group_size", layout.group_size},
-                            {"shard_size", layout.shard_size},
-                            {"groups", layout.groups()},
-                            {"replicas_per_group", layout.replicas()},
-                            {"nodes", topo_->nodes()},
-                            {"emulated_nodes", topo_->emulated_nodes()},
-                            {"threads_per_rank", threads},
-                            {"activation_checkpointing", opts.recompute},
-                            {"fused_adamw", oc.fused},
-                            {"attention", cfg.attention == "math" || !model::sdpa_available() ? "math" : "sdpa"},
-                            {"parameters", s_.model.param_count()},
-                            {"vocab_size", s_.model.vocab_size},
-                            {"warmup_steps", schedule_.warmup},
-                            {"peak_flops_per_rank", peak_flops_}};
-  if (topo_->world_rank() == 0) {
-    write_file_atomically((std::filesystem::path(cfg.out) / "config.json").string(), resolved_.dump(2) + "\n");
-    if (s_.resume) {
-      reopen_metrics_after(s_.resume->step);
-      metrics_.write({{"type", "resume"},
+    reopen_metrics_after(s_.resume->step);
+    metrics_.write({{"type", "resume"},
+                    {"step", s_.resume->step},
+                    {"checkpoint", s_.resume->dir},
+                    {"same_layout", same_layout(*s_.resume, topo_->layout(), s_.strategy.name())}});
+    if (!s_.continues.empty())
+      metrics_.write({{"type", "relayout"},
                       {"step", s_.resume->step},
-                      {"checkpoint", s_.resume->dir},
-                      {"same_layout", same_layout(*s_.resume, layout, s_.strategy.name())}});
-      std::fprintf(stderr, "fedshard: resuming from %s (step %lld)\n", s_.resume->dir.c_str(),
-                   static_cast<long long>(s_.resume->step));
-    } else {
-      metrics_.open((std::filesystem::path(cfg.out) / "metrics.jsonl").string(), /*append=*/false);
-    }
-    std::fprintf(stderr, "fedshard: %s on %s; model %s (%s parameters); threads per rank %d\n",
-                 s_.strategy.name().c_str(), topo_->describe().c_str(), s_.model.name.c_str(),
-                 model::with_commas(s_.model.param_count()).c_str(), threads);
+                      {"old_groups", s_.resume->layout.group_sizes()},
+                      {"old_group_ids", s_.resume->group_ids},
+                      {"new_groups", topo_->layout().group_sizes()},
+                      {"group_ids", s_.group_ids}});
+    std::fprintf(stderr, "fedshard: resuming from %s (step %lld)\n", s_.resume->dir.c_str(),
+                 static_cast<long long>(s_.resume->step));
+  } else {
+    metrics_.open((std::filesystem::path(cfg.out) / "metrics.jsonl").string(), /*append=*/false);
   }
+  std::fprintf(stderr, "fedshard: %s on %s; model %s (%s parameters); threads per rank %d\n",
+               s_.strategy.name().c_str(), topo_->describe().c_str(), s_.model.name.c_str(),
+               model::with_commas(s_.model.param_count()).c_str(), threads_);
 }
 
 Trainer::~Trainer() = default;
@@ -342,31 +403,37 @@ Trainer::StepResult Trainer::train_step(int64_t step) {
   // queues the optimizer and the aggregation without waiting for the backward pass to finish.
   const auto grad_norm = sharded_->clip_grad_norm(s_.cfg.grad_clip);
   if (!s_.cfg.defer_host_sync) r.grad_norm = grad_norm.item<double>();
-  r.lr = schedule_.at(step);
+  r.lr = lr_.at(step);
   const auto opt0 = Clock::now();
-  optimizer_->step(r.lr);
+  engine_.optimizer->step(r.lr);
   r.optimizer_seconds = std::chrono::duration<double>(Clock::now() - opt0).count();
-  ++steps_since_sync_;
-  if (aggregator_ && (step % s_.cfg.sync_every == 0 || step == s_.cfg.steps)) {
-    if (s_.cfg.eval_group_model) log_eval(step, "group", topo_->group());
-    // Weight: tokens this group processed since the last sync.
-    const double tokens = static_cast<double>(steps_since_sync_ * topo_->layout().group_size *
-                                              s_.cfg.batch_size * s_.cfg.seq_len);
-    aggregator_->sync(tokens);
-    steps_since_sync_ = 0;
-    r.aggregated = true;
+  if (rounds_) {
+    rounds_->count_step();
+    if (rounds_->due(step)) {
+      if (s_.cfg.eval_group_model) log_eval(step, "group", topo_->group());
+      // Groups agree on a stop inside themselves every step (below) and with each other here.
+      r.stop = engine_.aggregator->sync(rounds_->weight(), group_stop_);
+      rounds_->count_sync();
+      r.aggregated = true;
+    }
   }
 
-  // The logged loss is the mean over this rank's federation group: no per-step traffic crosses groups.
-  auto l = loss.detach().to(at::kDouble).reshape({1}).clone();
-  if (inject_nan(topo_->world_rank(), step)) l.fill_(std::nan(""));
+  // The logged loss is the mean over this rank's federation group: no per-step traffic crosses groups. A
+  // preemption signal rides along, so the group agrees on it without another collective.
+  auto l = at::zeros({2}, loss.options().dtype(at::kDouble));
+  l[0] = loss.detach();
+  l[1] = preemption_signal() != 0 ? 1.0 : 0.0;
+  if (inject_nan(topo_->world_rank(), step)) l[0].fill_(std::nan(""));
   topo_->group().all_reduce(l, comm::ReduceOp::Mean, comm::Traffic::Control)->wait();
-  r.loss = l.item<double>();
+  const auto host = l.cpu();
+  r.loss = host[0].item<double>();
+  group_stop_ = host[1].item<double>() > 0;
+  if (topo_->layout().groups() == 1) r.stop = group_stop_;
   if (s_.cfg.defer_host_sync) r.grad_norm = grad_norm.item<double>();
   if (!std::isfinite(r.loss))
-    throw Error(cat("loss is ", r.loss, " at step ", step, " in group ", topo_->group_index(),
+    throw Error(cat("loss is ", r.loss, " at step ", step, " in group ", topo_->coords().group,
                     "; stopping (lower optim.lr or enable optim.grad_clip)"))
-        .reported_by(topo_->position() == 0)
+        .reported_by(topo_->coords().position == 0)
         .everywhere(topo_->layout().groups() == 1);
   r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   r.comm = comm::Ledger::instance().snapshot() - comm0;
@@ -375,9 +442,9 @@ Trainer::StepResult Trainer::train_step(int64_t step) {
 
 void Trainer::log_step(const StepResult& r) {
   const auto& layout = topo_->layout();
-  const double step_tokens = static_cast<double>(layout.world * s_.cfg.batch_size * s_.cfg.seq_len);
+  const double step_tokens = static_cast<double>(layout.world() * s_.cfg.batch_size * s_.cfg.seq_len);
   const double tok_per_s = step_tokens / r.seconds;
-  const double rank_tok_per_s = tok_per_s / layout.world;
+  const double rank_tok_per_s = tok_per_s / layout.world();
   const double mfu = 3.0 * s_.model.forward_flops_per_token(s_.cfg.seq_len) * rank_tok_per_s / peak_flops_;
   nlohmann::json bytes;
   for (comm::Tier tier : comm::kTiers) bytes[comm::tier_metric_key(tier)] = r.comm.bus_bytes(tier);
@@ -409,7 +476,7 @@ void Trainer::log_eval(int64_t step, const std::string& model_kind, comm::Commun
   const auto& layout = topo_->layout();
   metrics_.write({{"type", "eval"},
                   {"step", step},
-                  {"tokens", layout.world * s_.cfg.batch_size * s_.cfg.seq_len * step},
+                  {"tokens", layout.world() * s_.cfg.batch_size * s_.cfg.seq_len * step},
                   {"val_loss", r.loss},
                   {"val_ppl", r.ppl},
                   {"val_tokens", r.tokens},
@@ -432,6 +499,7 @@ TrainSummary Trainer::run() {
   bool eval_due = false;
   for (int64_t step = start_step_; step <= cfg.steps; ++step) {
     const StepResult r = train_step(step);
+    for (comm::Tier t : comm::kTiers) step_bytes_[static_cast<int>(t)] += r.comm.bus_bytes(t);
     if (step > start_step_) {  // the first step includes one-time allocation and warm-up
       step_seconds_sum_ += r.seconds;
       ++timed_steps_;
@@ -440,46 +508,72 @@ TrainSummary Trainer::run() {
     // Under federation only an aggregation produces the global model: a due evaluation waits for the next.
     eval_due = eval_due || step == cfg.steps || (cfg.eval_every > 0 && step % cfg.eval_every == 0) ||
                (r.aggregated && cfg.eval_after_sync);
-    if (eval_due && (!aggregator_ || r.aggregated)) {
+    if (eval_due && (!rounds_ || r.aggregated)) {
       log_eval(step, "global", topo_->world());
       eval_due = false;
     }
     if (rank0) {
-      const double tok_per_s = static_cast<double>(topo_->layout().world * cfg.batch_size * cfg.seq_len) / r.seconds;
+      const double tok_per_s = static_cast<double>(topo_->layout().world() * cfg.batch_size * cfg.seq_len) / r.seconds;
       char extra[64] = "";
       if (last_val_ppl_ > 0) std::snprintf(extra, sizeof extra, "val ppl %.3f", last_val_ppl_);
       progress.update(step, r.loss, r.lr, tok_per_s, extra);
     }
-    if ((cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0) || step == cfg.steps)
-      save_checkpoint(cfg.out, static_cast<int>(cfg.checkpoint_keep), {step, steps_since_sync_}, resolved_, s_.model,
-                      *topo_, *sharded_, *optimizer_, aggregator_.get());
+    if ((cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0) || step == cfg.steps || r.stop)
+      save_checkpoint(cfg.out, static_cast<int>(cfg.checkpoint_keep),
+                      {step, rounds_ ? rounds_->steps_since_sync() : 0, rounds_ ? rounds_->syncs() : 0, s_.group_ids},
+                      resolved_,
+                      s_.model, *topo_, *sharded_, *engine_.optimizer, engine_.aggregator.get());
+    if (r.stop) {
+      progress.finish();
+      if (rank0) {
+        metrics_.write({{"type", "preempted"}, {"step", step}, {"signal", preemption_signal()}});
+        std::fprintf(stderr, "fedshard: preempted: stopped after step %lld with a checkpoint; exit %d (requeue)\n",
+                     static_cast<long long>(step), kPreemptedExit);
+      }
+      TrainSummary summary;
+      summary.steps = step;
+      summary.preempted = true;
+      return summary;
+    }
   }
   progress.finish();
 
   const double wall = std::chrono::duration<double>(Clock::now() - start).count();
   const auto comm_total = comm::Ledger::instance().snapshot() - comm_start;
   // Peak memory of every rank, for the memory comparison between strategies.
-  auto rss = at::zeros({topo_->layout().world}, at::TensorOptions().dtype(at::kDouble).device(sharded_->options().device));
+  auto rss = at::zeros({topo_->layout().world()}, at::TensorOptions().dtype(at::kDouble).device(sharded_->options().device));
   rss[topo_->world_rank()] = peak_rss_mb();
   topo_->world().all_reduce(rss, comm::ReduceOp::Sum, comm::Traffic::Control)->wait();
   rss = rss.to(at::kCPU);
+  // What each rank's training steps sent per tier: groups of different sizes send different amounts.
+  auto sent = at::zeros({topo_->layout().world(), comm::kNumTiers}, rss.options().device(sharded_->options().device));
+  for (comm::Tier t : comm::kTiers) sent[topo_->world_rank()][static_cast<int>(t)] = step_bytes_[static_cast<int>(t)];
+  topo_->world().all_reduce(sent, comm::ReduceOp::Sum, comm::Traffic::Control)->wait();
+  sent = sent.to(at::kCPU);
 
   TrainSummary summary;
   summary.steps = cfg.steps;
   summary.final_val_loss = last_val_loss_;
   summary.final_val_ppl = last_val_ppl_;
   summary.unigram_val_ppl = s_.train->manifest().unigram_val_ppl.value_or(0.0);
-  const double step_tokens = static_cast<double>(topo_->layout().world * cfg.batch_size * cfg.seq_len);
+  const double step_tokens = static_cast<double>(topo_->layout().world() * cfg.batch_size * cfg.seq_len);
   summary.tok_per_s = timed_steps_ > 0 ? step_tokens * timed_steps_ / step_seconds_sum_ : step_tokens / wall;
   if (rank0) {
     nlohmann::json bytes;
     for (comm::Tier tier : comm::kTiers) bytes[comm::tier_metric_key(tier)] = comm_total.bus_bytes(tier);
     std::vector<double> rss_v(rss.data_ptr<double>(), rss.data_ptr<double>() + rss.numel());
+    nlohmann::json sent_by_rank = nlohmann::json::array();
+    for (int r = 0; r < topo_->layout().world(); ++r) {
+      nlohmann::json b;
+      for (comm::Tier t : comm::kTiers) b[comm::tier_metric_key(t)] = sent[r][static_cast<int>(t)].item<double>();
+      sent_by_rank.push_back(b);
+    }
     metrics_.write({{"type", "summary"},
                     {"strategy", s_.strategy.name()},
-                    {"world", topo_->layout().world},
-                    {"group_size", topo_->layout().group_size},
-                    {"shard_size", topo_->layout().shard_size},
+                    {"world", topo_->layout().world()},
+                    {"group_size", resolved_["resolved"]["group_size"]},
+                    {"group_sizes", topo_->layout().group_sizes()},
+                    {"shard_size", resolved_["resolved"]["shard_size"]},
                     {"steps", cfg.steps},
                     {"tokens", static_cast<int64_t>(step_tokens) * cfg.steps},
                     {"wall_s", wall},
@@ -488,6 +582,7 @@ TrainSummary Trainer::run() {
                     {"final_val_ppl", summary.final_val_ppl},
                     {"unigram_val_ppl", summary.unigram_val_ppl},
                     {"bytes_total", bytes},
+                    {"step_bytes_by_rank", sent_by_rank},
                     {"comm_exposed_s", comm_total.exposed_wait_seconds},
                     {"peak_rss_mb", rss_v},
                     {"peak_rss_mb_max", *std::max_element(rss_v.begin(), rss_v.end())},

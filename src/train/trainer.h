@@ -2,23 +2,23 @@
 // forward/backward through the sharded model, clip by the global norm, AdamW on the local shard, log.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <optional>
 
+#include "comm/layout.h"
 #include "comm/topology.h"
 #include "data/partition.h"
 #include "data/token_dataset.h"
 #include "data/window_sampler.h"
-#include "federation/aggregator.h"
+#include "federation/schedule.h"
 #include "model/config.h"
-#include "model/llama.h"
-#include "parallel/sharded_model.h"
 #include "parallel/strategy.h"
 #include "train/checkpoint.h"
 #include "train/config.h"
+#include "train/engine.h"
 #include "train/lr_schedule.h"
 #include "train/metrics.h"
-#include "train/optimizer.h"
 
 namespace fedshard::train {
 
@@ -27,12 +27,15 @@ namespace fedshard::train {
 struct TrainSetup {
   TrainConfig cfg;
   parallel::Strategy strategy;
+  comm::Layout layout;
   comm::TopologySpec topology;
   model::ModelConfig model;
   std::shared_ptr<data::TokenDataset> train;
   std::shared_ptr<data::TokenDataset> val;
   data::Partition partition;
   std::optional<CheckpointMeta> resume;  // checked (files present, checksums) before any collective
+  std::vector<int> group_ids;            // stable id of each group of this run
+  std::vector<int> continues;            // resuming onto another group layout: checkpoint group per group
   std::string init_from;                 // checked HF directory, when initializing from one
 };
 
@@ -44,16 +47,23 @@ struct TrainSummary {
   double final_val_ppl = 0;
   double unigram_val_ppl = 0;
   double tok_per_s = 0;
+  bool preempted = false;  // stopped by a signal after writing a checkpoint; exit kPreemptedExit
 };
 
 class Trainer {
  public:
-  explicit Trainer(TrainSetup setup);  // collective: builds communicators and the sharded model
+  explicit Trainer(TrainSetup setup);  // collective: builds the engine (communicators, sharded model, ...)
   ~Trainer();
   TrainSummary run();
 
  private:
   struct StepResult;
+  // Constructor parts: this rank's threads and device; what parallelize() gets; where the data comes from;
+  // the run directory's config.json and metrics.jsonl.
+  at::Device place_rank();
+  EngineSpec engine_spec(at::Device device) const;
+  void make_sampler();
+  void open_run_files();
   StepResult train_step(int64_t step);
   void log_step(const StepResult& r);
   // Evaluates over `comm` (the world for the global model, the group for a group's local model); rank 0 logs.
@@ -64,21 +74,22 @@ class Trainer {
   void reopen_metrics_after(int64_t step);
 
   TrainSetup s_;
-  std::unique_ptr<comm::Topology> topo_;
-  std::unique_ptr<model::Llama> model_;
-  std::unique_ptr<parallel::ShardedModel> sharded_;
-  std::unique_ptr<Optimizer> optimizer_;
-  std::unique_ptr<federation::Aggregator> aggregator_;  // fl-* only
+  int threads_ = 1;
+  Engine engine_;
+  comm::Topology* topo_ = nullptr;  // engine_'s
+  parallel::ShardedModel* sharded_ = nullptr;
+  std::optional<federation::Schedule> rounds_;  // fl-* only
   std::unique_ptr<data::WindowSampler> sampler_;
   int sampler_reader_ = 0;
-  LrSchedule schedule_;
+  LrSchedule lr_;
   MetricsLog metrics_;
   double peak_flops_ = 0;
   nlohmann::json resolved_;
   double last_val_loss_ = 0;
   double last_val_ppl_ = 0;
   int64_t start_step_ = 1;
-  int64_t steps_since_sync_ = 0;
+  bool group_stop_ = false;  // this rank's group agreed on a preemption signal
+  std::array<double, comm::kNumTiers> step_bytes_{};  // this rank's, summed over its training steps
   double step_seconds_sum_ = 0;
   int64_t timed_steps_ = 0;
 };

@@ -1,9 +1,9 @@
 // AdamW with decoupled weight decay (Loshchilov & Hutter; PyTorch's torch.optim.AdamW update order).
 #pragma once
 
-#include "train/optimizer.h"
+#include "optim/optimizer.h"
 
-namespace fedshard::train {
+namespace fedshard::optim {
 
 // State per slice: exp_avg, exp_avg_sq. Fused: the same update in one multi-tensor kernel
 // (torch.optim.AdamW(fused=True)); slices with a decay mask take their decay beforehand, as the unfused path does.
@@ -17,12 +17,4 @@ class AdamW : public Optimizer {
   at::Tensor step_count_;  // the fused kernel's state_steps, shared by every slice
 };
 
-// Plain SGD (optionally with heavy-ball momentum) with the same decoupled decay; used where a test needs
-// the optimizer to be linear in the gradient. State per slice: momentum_buffer (if momentum > 0).
-class Sgd : public Optimizer {
- public:
-  Sgd(const OptimizerConfig& cfg, std::vector<ParamSlice> slices);
-  void step(double lr) override;
-};
-
-}  // namespace fedshard::train
+}  // namespace fedshard::optim

@@ -1,4 +1,4 @@
-#include "train/adamw.h"
+#include "optim/adamw.h"
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
@@ -11,19 +11,8 @@
 // at::_fused_adamw_ runs on CPU tensors from LibTorch 2.4 on (on CUDA from 2.0).
 #define FEDSHARD_HAS_FUSED_ADAMW (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4))
 
-namespace fedshard::train {
+namespace fedshard::optim {
 
-namespace {
-
-void decay(const ParamSlice& s, double lr, double wd) {
-  if (wd == 0.0) return;
-  if (s.decay_mask.defined())
-    s.param.mul_(1.0 - lr * wd * s.decay_mask);
-  else
-    s.param.mul_(1.0 - lr * wd);
-}
-
-}  // namespace
 
 AdamW::AdamW(const OptimizerConfig& cfg, std::vector<ParamSlice> slices) : Optimizer(cfg, std::move(slices)) {
   for (size_t i = 0; i < slices_.size(); ++i)
@@ -45,7 +34,7 @@ void AdamW::step(double lr) {
     const auto& s = slices_[i];
     auto& m = state_[i].at("exp_avg");
     auto& v = state_[i].at("exp_avg_sq");
-    decay(s, lr, cfg_.weight_decay);
+    apply_weight_decay(s, lr, cfg_.weight_decay);
     m.mul_(cfg_.beta1).add_(s.grad, 1.0 - cfg_.beta1);
     v.mul_(cfg_.beta2).addcmul_(s.grad, s.grad, 1.0 - cfg_.beta2);
     auto denom = (v.sqrt() / std::sqrt(bc2)).add_(cfg_.eps);
@@ -59,7 +48,7 @@ void AdamW::fused_step(double lr) {
   for (const auto& s : slices_) masked = masked || s.decay_mask.defined();
   std::vector<at::Tensor> params, grads, exp_avgs, exp_avg_sqs, steps;
   for (size_t i = 0; i < slices_.size(); ++i) {
-    if (masked) decay(slices_[i], lr, cfg_.weight_decay);
+    if (masked) apply_weight_decay(slices_[i], lr, cfg_.weight_decay);
     params.push_back(slices_[i].param);
     grads.push_back(slices_[i].grad);
     exp_avgs.push_back(state_[i].at("exp_avg"));
@@ -77,34 +66,4 @@ void AdamW::fused_step(double lr) {
 #endif
 }
 
-Sgd::Sgd(const OptimizerConfig& cfg, std::vector<ParamSlice> slices) : Optimizer(cfg, std::move(slices)) {
-  if (cfg_.momentum > 0)
-    for (size_t i = 0; i < slices_.size(); ++i) state_[i]["momentum_buffer"] = at::zeros_like(slices_[i].param);
-}
-
-void Sgd::step(double lr) {
-  at::NoGradGuard no_grad;
-  ++steps_;
-  for (size_t i = 0; i < slices_.size(); ++i) {
-    const auto& s = slices_[i];
-    decay(s, lr, cfg_.weight_decay);
-    if (cfg_.momentum > 0) {
-      auto& buf = state_[i].at("momentum_buffer");
-      buf.mul_(cfg_.momentum).add_(s.grad);
-      s.param.add_(buf, -lr);
-    } else {
-      s.param.add_(s.grad, -lr);
-    }
-  }
-}
-
-std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg, std::vector<ParamSlice> slices) {
-  FS_CHECK(!cfg.fused || cfg.name == "adamw", "optim.fused applies to adamw only (optim.name = ", cfg.name, ")");
-  FS_CHECK(!cfg.fused || fused_adamw_available(), "optim.fused = on needs LibTorch >= 2.4 (this build has ",
-           TORCH_VERSION, "); use auto or off");
-  if (cfg.name == "adamw") return std::make_unique<AdamW>(cfg, std::move(slices));
-  if (cfg.name == "sgd") return std::make_unique<Sgd>(cfg, std::move(slices));
-  throw Error(cat("unknown optimizer '", cfg.name, "' (expected adamw or sgd)"));
-}
-
-}  // namespace fedshard::train
+}  // namespace fedshard::optim

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-namespace fedshard::train {
+namespace fedshard::optim {
 
 struct ParamSlice {
   at::Tensor param;       // master values, updated in place
@@ -49,7 +49,10 @@ class Optimizer {
   int64_t steps_ = 0;
 };
 
+// Decoupled weight decay (p *= 1 - lr * wd, masked), applied before the update by every optimizer.
+void apply_weight_decay(const ParamSlice& s, double lr, double wd);
+
 // Throws fedshard::Error on an unknown optimizer name.
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg, std::vector<ParamSlice> slices);
 
-}  // namespace fedshard::train
+}  // namespace fedshard::optim

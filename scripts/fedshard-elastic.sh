@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Keeps a fedshard training job going through failures and preemption, as torchelastic does with restarts.
+#
+#   scripts/fedshard-elastic.sh [--max-restarts N] --np N --launcher 'mpirun -np {NP}' -- fedshard train ARGS...
+#
+# Every launch runs LAUNCHER (with {NP} replaced by the number of ranks) followed by the train command and
+# `--resume auto`, so it continues from the run directory's latest checkpoint (--out of the train command).
+#   exit 0   the run is finished: exit 0.
+#   exit 75  preempted (SIGTERM/SIGUSR1, e.g. Slurm's --signal): a checkpoint was written. Inside a Slurm job
+#            the job is requeued (scontrol requeue); this script exits 75 either way. Not a failure.
+#   other    a failure. The launcher's output names the failed rank ("process rank 3" from mpirun, "task 3"
+#            from srun). Under fl-* with several groups, every group with a failed rank is dropped and the
+#            others continue from their own state on the remaining ranks (train.resume_groups); with one
+#            group, the job goes on with one rank fewer per failed rank. At most N restarts (default 3).
+set -u
+
+max_restarts=3
+np=
+launcher=
+while [ $# -gt 0 ]; do
+  case $1 in
+    --max-restarts) max_restarts=$2; shift 2 ;;
+    --np) np=$2; shift 2 ;;
+    --launcher) launcher=$2; shift 2 ;;
+    --) shift; break ;;
+    *) echo "fedshard-elastic: unknown option '$1' (see the header of $0)" >&2; exit 2 ;;
+  esac
+done
+if [ -z "$np" ] || [ -z "$launcher" ] || [ $# -eq 0 ]; then
+  echo "fedshard-elastic: usage: $0 [--max-restarts N] --np N --launcher 'mpirun -np {NP}' -- fedshard train ARGS..." >&2
+  exit 2
+fi
+[[ "$launcher" == *"{NP}"* ]] || { echo "fedshard-elastic: --launcher must contain {NP}" >&2; exit 2; }
+train=("$@")
+out=
+for ((i = 0; i < ${#train[@]}; i++)); do
+  [ "${train[$i]}" = "--out" ] && out=${train[$((i + 1))]:-}
+done
+[ -n "$out" ] || { echo "fedshard-elastic: the train command needs --out RUN_DIR" >&2; exit 2; }
+command -v python3 >/dev/null || { echo "fedshard-elastic: needs python3 to read $out/config.json" >&2; exit 2; }
+
+say() { echo "fedshard-elastic: $*" >&2; }
+
+# The run's groups after dropping those of the failed ranks: prints "NP GROUPS IDS" (GROUPS empty: one group).
+survivors() {  # FAILED_RANKS...
+  python3 - "$out/config.json" "$np" "$@" <<'EOF'
+import json, sys
+config, np, failed = sys.argv[1], int(sys.argv[2]), [int(r) for r in sys.argv[3:]]
+r = json.load(open(config))["resolved"]
+sizes, ids = r["group_sizes"], r.get("group_ids") or list(range(len(r["group_sizes"])))
+if len(sizes) == 1:
+    print(np - len(set(failed)), "", "")
+    sys.exit()
+first = [sum(sizes[:g]) for g in range(len(sizes))]
+lost = {max(g for g in range(len(sizes)) if first[g] <= rank) for rank in failed}
+keep = [g for g in range(len(sizes)) if g not in lost]
+print(sum(sizes[g] for g in keep), ",".join(str(sizes[g]) for g in keep), ",".join(str(ids[g]) for g in keep))
+EOF
+}
+
+extra=()
+restarts=0
+attempt=0
+while true; do
+  attempt=$((attempt + 1))
+  log="$out.elastic-$attempt.log"
+  mkdir -p "$(dirname "$out")"
+  say "launch $attempt on $np ranks: ${launcher//\{NP\}/$np} ${train[*]} --resume auto ${extra[*]}"
+  # shellcheck disable=SC2086  # the launcher is a command line to split
+  ${launcher//\{NP\}/$np} "${train[@]}" --resume auto "${extra[@]}" 2>&1 | tee "$log"
+  rc=${PIPESTATUS[0]}
+  if [ "$rc" -eq 0 ]; then
+    say "finished"
+    exit 0
+  fi
+  if [ "$rc" -eq 75 ]; then
+    say "preempted after a checkpoint; requeue to continue"
+    if [ -n "${SLURM_JOB_ID:-}" ] && command -v scontrol >/dev/null; then scontrol requeue "$SLURM_JOB_ID"; fi
+    exit 75
+  fi
+  restarts=$((restarts + 1))
+  if [ "$restarts" -gt "$max_restarts" ]; then
+    say "launch $attempt failed (exit $rc); no restarts left (--max-restarts $max_restarts)"
+    exit "$rc"
+  fi
+  failed=$(grep -oE "process rank [0-9]+|task [0-9]+:" "$log" | grep -oE "[0-9]+" | sort -un | tr '\n' ' ')
+  if [ -z "$failed" ] || [ ! -f "$out/config.json" ]; then
+    say "launch $attempt failed (exit $rc) without naming a rank; relaunching on $np ranks"
+    continue
+  fi
+  read -r np groups ids < <(survivors $failed)
+  if [ "$np" -lt 1 ]; then
+    say "no ranks left after losing rank(s) $failed"
+    exit "$rc"
+  fi
+  extra=()
+  [ -n "$groups" ] && extra=(--group-size 0 --groups "$groups" --set "train.resume_groups=$ids")
+  say "launch $attempt failed (exit $rc), rank(s) $failed lost; relaunching on $np ranks${groups:+ as groups $groups (ids $ids)}"
+done

@@ -1,0 +1,41 @@
+// Building the training engine of one rank is this one function (torchtitan's `parallelize`): a layout and
+// a model config in; the communicators, the model with its sharding plan applied, the inner optimizer over
+// the local shards and, under federation, the aggregator out. The trainer and the tests build it the same way.
+#pragma once
+
+#include <memory>
+#include <optional>
+
+#include "comm/topology.h"
+#include "federation/aggregator.h"
+#include "model/llama.h"
+#include "optim/optimizer.h"
+#include "parallel/sharded_model.h"
+
+namespace fedshard::train {
+
+struct EngineSpec {
+  comm::Layout layout;
+  comm::TopologySpec topology;
+  model::ModelConfig model;
+  parallel::ShardingOptions sharding;
+  optim::OptimizerConfig optimizer;
+  bool decay_norms_and_embeddings = true;  // false: no weight decay on norm weights and the embedding
+  std::optional<federation::FederationOptions> federation;  // fl-* only
+  // Parameter values: loaded (e.g. from a Hugging Face checkpoint) when set, else random from `seed`.
+  parallel::ShardedModel::Initializer init;
+  uint64_t seed = 0;
+};
+
+struct Engine {
+  std::unique_ptr<comm::Topology> topo;
+  std::unique_ptr<model::Llama> model;
+  std::unique_ptr<parallel::ShardedModel> sharded;
+  std::unique_ptr<optim::Optimizer> optimizer;
+  std::unique_ptr<federation::Aggregator> aggregator;  // fl-* only
+};
+
+// Collective over the world.
+Engine parallelize(const EngineSpec& spec);
+
+}  // namespace fedshard::train
