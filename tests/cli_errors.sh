@@ -76,6 +76,17 @@ expect_mpi "shard size not dividing the group" "shard size 3 does not divide the
   -np 4 "${train[@]}" --strategy hsdp --shard-size 3
 expect_mpi "more groups than sources (by-source)" "needs at least one source per group: 4 groups" -- \
   -np 4 "${train[@]}" --strategy fl-ddp --group-size 1 --partition by-source
+expect_mpi "groups not adding up to the world" "--groups 2,1 adds up to 3 ranks but the job has 4" -- \
+  -np 4 "${train[@]}" --strategy fl-fsdp --groups 2,1
+expect_mpi "hsdp shard size not dividing a group" "shard size 2 does not divide group 0 (3 ranks)" -- \
+  -np 5 "${train[@]}" --strategy fl-hsdp --groups 3,2 --shard-size 2
+expect_mpi "groups and a group size" "either as --groups or as --group-size, not both" -- \
+  -np 4 "${train[@]}" --strategy fl-fsdp --groups 2,2 --group-size 2
+expect_mpi "groups without federation" "fsdp has no federation groups: --groups needs an fl-* strategy" -- \
+  -np 4 "${train[@]}" --strategy fsdp --groups 2,2
+expect "malformed groups" "expected non-negative integers separated by commas" -- "${train[@]}" --groups 4,,2
+expect_mpi "resume groups not matching the groups" "train.resume_groups lists 3 group id(s) for 2 group(s)" -- \
+  -np 4 "${train[@]}" --strategy fl-fsdp --group-size 2 --set train.resume_groups=0,1,2
 
 # A LibTorch error (an allocation far beyond memory) is its message on one line, without LibTorch's backtrace.
 out=$(timeout 120 "${train[@]}" --batch-size 300000000 2>&1 >/dev/null)

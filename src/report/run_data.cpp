@@ -24,7 +24,16 @@ std::string label_of(const nlohmann::json& config) {
   std::ostringstream os;
   const std::string strategy = r.value("strategy", "?");
   os << strategy;
-  if (strategy.rfind("fl-", 0) == 0) os << " S=" << r.value("group_size", 0);
+  if (strategy.rfind("fl-", 0) == 0) {
+    // Groups of different sizes have no one S: name them all.
+    if (r.value("group_size", 0) == 0 && r.contains("group_sizes")) {
+      os << " S=";
+      for (size_t g = 0; g < r["group_sizes"].size(); ++g) os << (g ? "," : "") << r["group_sizes"][g].get<int>();
+    } else {
+      os << " S=" << r.value("group_size", 0);
+      if (r.contains("groups")) os << " G=" << r["groups"].get<int>();
+    }
+  }
   if (strategy.find("hsdp") != std::string::npos) os << " H=" << r.value("shard_size", 0);
   if (strategy.rfind("fl-", 0) == 0) {
     os << " K=" << config["parallel"].value("sync_every", 0);

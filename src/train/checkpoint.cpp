@@ -148,6 +148,9 @@ CheckpointMeta load_checkpoint_meta(const std::string& dir, const model::ModelCo
     }
     m.strategy = t.at("strategy");
     m.optimizer_steps = j.at("optimizer").at("steps");
+    // Checkpoints before this field: a constant world of the checkpoint's layout.
+    m.tokens = j.value("tokens", m.step * m.layout.world() * j.at("config").at("data").at("batch_size").get<int64_t>() *
+                                     j.at("config").at("data").at("seq_len").get<int64_t>());
     m.outer = j.at("federation").value("outer", "");
     m.syncs = j.at("federation").value("syncs", 0);
     m.steps_since_sync = j.at("federation").value("steps_since_sync", 0);
@@ -277,7 +280,8 @@ void save_checkpoint(const std::string& run_dir, int keep, const TrainingState& 
   // 4. Rank 0 publishes: meta.json, rename into place, `latest`, pruning.
   if (first_failed < 0 && rank == 0) {
     try {
-      nlohmann::json meta = {{"format", kFormat}, {"version", kVersion}, {"step", state.step}, {"config", config},
+      nlohmann::json meta = {{"format", kFormat}, {"version", kVersion}, {"step", state.step},
+                             {"tokens", state.tokens}, {"config", config},
                              {"model", model_json(model)}};
       meta["topology"] = {{"world", layout.world()},
                           {"groups", layout.group_sizes()},
@@ -420,6 +424,7 @@ TrainingState restore_checkpoint(const CheckpointMeta& meta, comm::Topology& top
   const int rank = topo.world_rank();
   TrainingState st;
   st.step = meta.step;
+  st.tokens = meta.tokens;
   inner.set_steps(meta.optimizer_steps);
 
   if (same_layout(meta, topo.layout(), strategy)) {

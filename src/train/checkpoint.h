@@ -41,6 +41,7 @@ struct CheckpointMeta {
   comm::Layout layout;
   std::string strategy;
   int64_t optimizer_steps = 0;
+  int64_t tokens = 0;  // trained on through `step`
   int64_t syncs = 0, steps_since_sync = 0;
   std::vector<int> group_ids;  // stable id of each group (0..G-1 until groups are lost)
   std::string outer;  // outer optimizer of the run, "" without federation
@@ -67,6 +68,7 @@ struct TrainingState {
   int64_t steps_since_sync = 0;  // federation::Schedule's counters
   int64_t syncs = 0;
   std::vector<int> group_ids;  // of the run's groups
+  int64_t tokens = 0;          // trained on through `step`
 };
 
 // Collective over the world. On a write failure anywhere (full or unwritable disk) every rank throws the

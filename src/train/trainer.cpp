@@ -230,6 +230,7 @@ Trainer::Trainer(TrainSetup setup) : s_(std::move(setup)) {
     const auto st = restore_checkpoint(*s_.resume, *topo_, s_.strategy.name(), *sharded_, *engine_.optimizer,
                                        engine_.aggregator.get(), s_.continues);
     start_step_ = st.step + 1;
+    tokens_before_start_ = st.tokens;
     if (rounds_) rounds_->restore(st.steps_since_sync, st.syncs);
   }
   peak_flops_ = cfg.peak_flops > 0 ? cfg.peak_flops : measure_matmul_flops(sharded_->options().device);
@@ -364,6 +365,10 @@ void Trainer::open_run_files() {
 
 Trainer::~Trainer() = default;
 
+int64_t Trainer::tokens_through(int64_t step) const {
+  return tokens_before_start_ + (step - start_step_ + 1) * topo_->layout().world() * s_.cfg.batch_size * s_.cfg.seq_len;
+}
+
 void Trainer::reopen_metrics_after(int64_t step) {
   const auto path = (std::filesystem::path(s_.cfg.out) / "metrics.jsonl").string();
   std::string kept;
@@ -450,7 +455,7 @@ void Trainer::log_step(const StepResult& r) {
   for (comm::Tier tier : comm::kTiers) bytes[comm::tier_metric_key(tier)] = r.comm.bus_bytes(tier);
   metrics_.write({{"type", "step"},
                   {"step", r.step},
-                  {"tokens", static_cast<int64_t>(step_tokens) * r.step},
+                  {"tokens", tokens_through(r.step)},
                   {"loss", r.loss},
                   {"lr", r.lr},
                   {"grad_norm", r.grad_norm},
@@ -476,7 +481,7 @@ void Trainer::log_eval(int64_t step, const std::string& model_kind, comm::Commun
   const auto& layout = topo_->layout();
   metrics_.write({{"type", "eval"},
                   {"step", step},
-                  {"tokens", layout.world() * s_.cfg.batch_size * s_.cfg.seq_len * step},
+                  {"tokens", tokens_through(step)},
                   {"val_loss", r.loss},
                   {"val_ppl", r.ppl},
                   {"val_tokens", r.tokens},
@@ -520,7 +525,8 @@ TrainSummary Trainer::run() {
     }
     if ((cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0) || step == cfg.steps || r.stop)
       save_checkpoint(cfg.out, static_cast<int>(cfg.checkpoint_keep),
-                      {step, rounds_ ? rounds_->steps_since_sync() : 0, rounds_ ? rounds_->syncs() : 0, s_.group_ids},
+                      {step, rounds_ ? rounds_->steps_since_sync() : 0, rounds_ ? rounds_->syncs() : 0, s_.group_ids,
+                       tokens_through(step)},
                       resolved_,
                       s_.model, *topo_, *sharded_, *engine_.optimizer, engine_.aggregator.get());
     if (r.stop) {
@@ -575,7 +581,7 @@ TrainSummary Trainer::run() {
                     {"group_sizes", topo_->layout().group_sizes()},
                     {"shard_size", resolved_["resolved"]["shard_size"]},
                     {"steps", cfg.steps},
-                    {"tokens", static_cast<int64_t>(step_tokens) * cfg.steps},
+                    {"tokens", tokens_through(cfg.steps)},
                     {"wall_s", wall},
                     {"tok_per_s", summary.tok_per_s},
                     {"final_val_loss", summary.final_val_loss},

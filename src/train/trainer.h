@@ -72,6 +72,8 @@ class Trainer {
   nlohmann::json resolved_config() const;
   // Drops metrics lines of steps after `step` (a resumed run rewrites them) and reopens for appending.
   void reopen_metrics_after(int64_t step);
+  // Tokens the whole run has trained on through `step` (the world may have changed at a resume).
+  int64_t tokens_through(int64_t step) const;
 
   TrainSetup s_;
   int threads_ = 1;
@@ -88,6 +90,7 @@ class Trainer {
   double last_val_loss_ = 0;
   double last_val_ppl_ = 0;
   int64_t start_step_ = 1;
+  int64_t tokens_before_start_ = 0;  // trained on by the run (all its launches) before start_step_
   bool group_stop_ = false;  // this rank's group agreed on a preemption signal
   std::array<double, comm::kNumTiers> step_bytes_{};  // this rank's, summed over its training steps
   double step_seconds_sum_ = 0;
