@@ -148,9 +148,12 @@ CheckpointMeta load_checkpoint_meta(const std::string& dir, const model::ModelCo
     }
     m.strategy = t.at("strategy");
     m.optimizer_steps = j.at("optimizer").at("steps");
-    // Checkpoints before this field: a constant world of the checkpoint's layout.
-    m.tokens = j.value("tokens", m.step * m.layout.world() * j.at("config").at("data").at("batch_size").get<int64_t>() *
-                                     j.at("config").at("data").at("seq_len").get<int64_t>());
+    if (j.contains("tokens")) {
+      m.tokens = j.at("tokens");
+    } else {  // checkpoints before this field: a constant world of the checkpoint's layout
+      const auto& data = j.at("config").at("data");
+      m.tokens = m.step * m.layout.world() * data.at("batch_size").get<int64_t>() * data.at("seq_len").get<int64_t>();
+    }
     m.outer = j.at("federation").value("outer", "");
     m.syncs = j.at("federation").value("syncs", 0);
     m.steps_since_sync = j.at("federation").value("steps_since_sync", 0);
