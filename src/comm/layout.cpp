@@ -112,6 +112,12 @@ std::vector<Segment> Layout::segments() const {
   return out;
 }
 
+Range Layout::segment_range(const Segment& s, int64_t padded) const {
+  FS_ASSERT(padded % pad_multiple() == 0, "flat of ", padded, " elements is not padded for this layout");
+  const int64_t unit = padded / pad_multiple();
+  return {s.begin * unit, s.end * unit};
+}
+
 void Layout::place_on_nodes(int ranks_per_node) {
   FS_CHECK(ranks_per_node > 0 && world_ % ranks_per_node == 0, "ranks per node ", ranks_per_node,
            " does not divide the world size ", world_);

@@ -63,6 +63,8 @@ class Layout {
   // The common refinement of every group's slices: each segment has one owner per group. Their sizes sum
   // to the model once, so a round moves what a ring all-reduce of the model among G parties moves.
   std::vector<Segment> segments() const;
+  // Where a segment lies in a padded flat.
+  Range segment_range(const Segment& s, int64_t padded) const;
 
   // Nodes: contiguous blocks of ranks_per_node ranks, or one node index per rank (detected).
   void place_on_nodes(int ranks_per_node);

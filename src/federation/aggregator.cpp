@@ -30,12 +30,11 @@ void Aggregator::average(const std::vector<at::Tensor>& tensors, double scale, b
   for (size_t u = 0; u < tensors.size(); ++u) {
     sums.push_back((slice_of(u, tensors[u]) * scale).to(wire));
     const int64_t padded = model_.units()[u]->flat().padded_numel();
-    const int64_t unit = padded / layout.pad_multiple();
     const int64_t slice_begin = layout.slice_range(padded, topo_.world_rank()).first;
-    for (const auto& s : topo_.segments())
-      works[u].push_back(s.comm->all_reduce(
-          sums.back().narrow(0, s.segment.begin * unit - slice_begin, (s.segment.end - s.segment.begin) * unit),
-          comm::ReduceOp::Sum));
+    for (const auto& s : topo_.segments()) {
+      const auto [a, b] = layout.segment_range(s.segment, padded);
+      works[u].push_back(s.comm->all_reduce(sums.back().narrow(0, a - slice_begin, b - a), comm::ReduceOp::Sum));
+    }
   }
   std::vector<comm::WorkHandle> gathers;
   for (size_t u = 0; u < tensors.size(); ++u) {

@@ -180,9 +180,10 @@ RankBytes rank_bytes(const comm::Layout& l, int rank, const Cluster& cluster, co
     const double shard_len = static_cast<double>(b - a);
     add(replica, comm::Collective::AllReduce, shard_len * w.reduce_bytes, false, false);
     if (s.strategy.federated) {
-      for (const auto& [seg, c] : segments)
-        add(c, comm::Collective::AllReduce, static_cast<double>(seg.end - seg.begin) * (padded / L) * w.reduce_bytes,
-            true, false);
+      for (const auto& [seg, c] : segments) {
+        const auto [sa, sb] = l.segment_range(seg, static_cast<int64_t>(padded));
+        add(c, comm::Collective::AllReduce, static_cast<double>(sb - sa) * w.reduce_bytes, true, false);
+      }
       add(replica, comm::Collective::AllGather, shard_len * w.master_bytes, true, false);
     }
   }

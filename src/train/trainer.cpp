@@ -63,6 +63,11 @@ double comm_seconds(const comm::LedgerSnapshot& d, bool emulated) {
   return s;
 }
 
+// optim.fused: auto takes the fused AdamW kernel where this LibTorch has it.
+bool use_fused_adamw(const TrainConfig& cfg) {
+  return cfg.optimizer == "adamw" && (cfg.fused == "on" || (cfg.fused == "auto" && optim::fused_adamw_available()));
+}
+
 // parallel.link_*: every collective on that tier is held to the emulated link's speed.
 void configure_link_emulation(const TrainConfig& cfg) {
   const std::pair<comm::Tier, const std::string*> links[] = {{comm::Tier::Node, &cfg.link_node},
@@ -79,6 +84,8 @@ double peak_rss_mb() {
 }
 
 }  // namespace
+
+namespace {
 
 // Groups keep an id across restarts that lose some of them. Resuming a federated checkpoint onto another
 // layout of several groups, each group continues the checkpoint group of its id (train.resume_groups; by
@@ -121,6 +128,8 @@ void choose_group_ids(TrainSetup& s) {
     s.continues.push_back(static_cast<int>(it - meta.group_ids.begin()));
   }
 }
+
+}  // namespace
 
 TrainSetup prepare_training(const TrainConfig& cfg, int world_size, int world_rank) {
   TrainSetup s;
@@ -274,7 +283,7 @@ EngineSpec Trainer::engine_spec(at::Device device) const {
   e.sharding.reshard_after_forward = cfg.reshard_after_forward;
   e.sharding.device = device;
   e.optimizer = {cfg.optimizer, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay, cfg.momentum,
-                 cfg.optimizer == "adamw" && (cfg.fused == "on" || (cfg.fused == "auto" && optim::fused_adamw_available()))};
+                 use_fused_adamw(cfg)};
   e.decay_norms_and_embeddings = cfg.decay_norms_and_embeddings;
   if (s_.strategy.federated)
     e.federation = federation::FederationOptions{{cfg.outer_optimizer, cfg.outer_lr, cfg.outer_momentum},
@@ -327,7 +336,7 @@ nlohmann::json Trainer::resolved_config() const {
                    {"emulated_nodes", topo_->emulated_nodes()},
                    {"threads_per_rank", threads_},
                    {"activation_checkpointing", opts.recompute},
-                   {"fused_adamw", s_.cfg.optimizer == "adamw" && (cfg.fused == "on" || (cfg.fused == "auto" && optim::fused_adamw_available()))},
+                   {"fused_adamw", use_fused_adamw(cfg)},
                    {"attention", cfg.attention == "math" || !model::sdpa_available() ? "math" : "sdpa"},
                    {"parameters", s_.model.param_count()},
                    {"vocab_size", s_.model.vocab_size},
@@ -478,7 +487,6 @@ void Trainer::log_eval(int64_t step, const std::string& model_kind, comm::Commun
     last_val_loss_ = r.loss;
     last_val_ppl_ = r.ppl;
   }
-  const auto& layout = topo_->layout();
   metrics_.write({{"type", "eval"},
                   {"step", step},
                   {"tokens", tokens_through(step)},
