@@ -82,7 +82,7 @@ void expect_fl_matches_reference(const FlCase& c, const std::string& optimizer, 
   EXPECT_LE(fixture::max_abs_diff(e.sharded->full_parameters(), refs[g].parameters()), 1e-9) << c.name;
 }
 
-// The largest difference between any group's full model and group 0's (gathered over `cross`).
+// The largest difference between any group's full model and group 0's (gathered over the rank's segment).
 double max_diff_from_group0(fixture::Engine& e) {
   std::vector<at::Tensor> parts;
   for (const auto& [name, t] : e.sharded->full_parameters()) parts.push_back(t.reshape({-1}));

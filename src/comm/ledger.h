@@ -25,7 +25,7 @@ struct Tally {
 
 struct LedgerSnapshot {
   std::array<std::array<Tally, 2>, kNumTiers> by_tier{};  // [tier][traffic]
-  std::map<std::string, Tally> by_comm;                   // by communicator name ("shard", "cross", ...)
+  std::map<std::string, Tally> by_comm;                   // by communicator name ("shard", "segment", ...)
   double exposed_wait_seconds = 0;  // time the training thread spent blocked in wait()
 
   const Tally& at(Tier t, Traffic k) const { return by_tier[static_cast<int>(t)][static_cast<int>(k)]; }
