@@ -40,6 +40,14 @@ parallel::ShardingOptions f64() {
   return o;
 }
 
+// The K = 1 equivalences: plain SGD (linear in the gradient), no clipping.
+reference::ReferenceOptions plain_sgd() {
+  reference::ReferenceOptions ro;
+  ro.optimizer = "sgd";
+  ro.lr = 0.5;
+  return ro;
+}
+
 // Mean of the reference groups' parameters.
 std::map<std::string, at::Tensor> average(const std::vector<std::map<std::string, at::Tensor>>& models) {
   std::map<std::string, at::Tensor> out;
@@ -102,9 +110,7 @@ TEST(Federation, SgdWithSyncEveryStepEqualsTheWholeWorld) {
   const auto cfg = reference::tiny_config();
   for (const auto& c : fl_cases()) {
     fixture::Engine e(cfg, {c.group_size, c.shard_size, 0}, f64(), "sgd", /*federated=*/true);
-    reference::ReferenceOptions ro;
-    ro.optimizer = "sgd";
-    ro.lr = 0.5;
+    const auto ro = plain_sgd();
     reference::ReferenceTrainer whole(cfg, 5, ro);
     for (int s = 1; s <= 4; ++s) {
       auto batch = reference::synthetic_batch(s, 2 * world_size(), 10, cfg.vocab_size);
@@ -232,9 +238,7 @@ TEST(Federation, UnequalGroupsWithSyncEveryStepEqualTheWholeBatch) {
   for (const auto& c : kUnequal) {
     fixture::Engine e(cfg, comm::Layout(c.groups, c.shard_size), f64(), "sgd", /*federated=*/true);
     const int size = e.topo->layout().group_size(e.topo->coords().group);
-    reference::ReferenceOptions ro;
-    ro.optimizer = "sgd";
-    ro.lr = 0.5;
+    const auto ro = plain_sgd();
     reference::ReferenceTrainer whole(cfg, 5, ro);
     for (int s = 1; s <= 4; ++s) {
       auto batch = reference::synthetic_batch(s, 2 * world_size(), 10, cfg.vocab_size);
