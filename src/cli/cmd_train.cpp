@@ -25,6 +25,8 @@ const std::vector<std::tuple<std::string, std::string, std::string>>& flags() {
       {"--groups", "parallel.groups", "federation groups of different sizes, e.g. 4,2,2 (fl-*)"},
       {"--shard-size", "parallel.shard_size", "ranks per shard group H (hsdp, fl-hsdp)"},
       {"--sync-every", "parallel.sync_every", "optimizer steps between aggregations K (fl-*)"},
+      {"--overlap", "federation.overlap", "none | delayed | streaming:F: leave the inter-group round in flight (fl-*)"},
+      {"--compress", "federation.compress", "none | bf16 | int8: the inter-group round's deltas on the wire (fl-*)"},
       {"--steps", "train.steps", "optimizer steps"},
       {"--out", "train.out", "run directory (metrics.jsonl, config.json)"},
       {"--seed", "train.seed", "seed of initialization and data order"},

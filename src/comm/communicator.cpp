@@ -12,6 +12,7 @@ const char* collective_name(Collective c) {
     case Collective::AllGather: return "all_gather";
     case Collective::ReduceScatter: return "reduce_scatter";
     case Collective::AllReduce: return "all_reduce";
+    case Collective::AllToAll: return "all_to_all";
     case Collective::Broadcast: return "broadcast";
     case Collective::Barrier: return "barrier";
   }
@@ -24,6 +25,7 @@ double ring_bus_bytes(Collective c, double full_bytes, int p) {
   switch (c) {
     case Collective::AllGather:
     case Collective::ReduceScatter:
+    case Collective::AllToAll:
     case Collective::Broadcast: return frac * full_bytes;
     case Collective::AllReduce: return 2.0 * frac * full_bytes;
     case Collective::Barrier: return 0.0;
@@ -36,10 +38,10 @@ int ring_steps(Collective c, int p) {
   return c == Collective::AllReduce ? 2 * (p - 1) : p - 1;
 }
 
-Work::Clock::time_point record_completion(const std::string& comm, Tier tier, Traffic k, Collective c,
+Work::Clock::time_point record_completion(const std::string& comm, Tier tier, Lane lane, Traffic k, Collective c,
                                           double full_bytes, int p, Work::Clock::time_point t0,
                                           Work::Clock::time_point t1) {
-  const auto release = LinkEmulator::instance().release_time(tier, c, full_bytes, p, t0, t1);
+  const auto release = LinkEmulator::instance().release_time(tier, lane, c, full_bytes, p, t0, t1);
   Tally tally;
   tally.bus_bytes = ring_bus_bytes(c, full_bytes, p);
   tally.payload_bytes = full_bytes;

@@ -14,18 +14,19 @@
 namespace fedshard::comm {
 
 enum class ReduceOp { Sum, Mean };
-enum class Collective { AllGather, ReduceScatter, AllReduce, Broadcast, Barrier };
+enum class Collective { AllGather, ReduceScatter, AllReduce, AllToAll, Broadcast, Barrier };
 const char* collective_name(Collective c);
 
 // Bytes one rank sends under the ring algorithm, averaged over ranks: all-gather and reduce-scatter
-// (p-1)/p of the full buffer, all-reduce 2(p-1)/p, broadcast (p-1)/p (p-1 of p ranks forward the buffer).
+// (p-1)/p of the full buffer, all-reduce 2(p-1)/p, all-to-all (p-1)/p of one rank's buffer, broadcast (p-1)/p
+// (p-1 of p ranks forward the buffer).
 double ring_bus_bytes(Collective c, double full_bytes, int p);
 // Sequential ring steps (the latency term): p-1, twice that for all-reduce.
 int ring_steps(Collective c, int p);
 
 // What every backend does once a collective of p ranks has run from t0 to t1: counts it in the Ledger and
 // returns when its Work may be released (later than t1 when the tier's link is emulated).
-Work::Clock::time_point record_completion(const std::string& comm, Tier tier, Traffic k, Collective c,
+Work::Clock::time_point record_completion(const std::string& comm, Tier tier, Lane lane, Traffic k, Collective c,
                                           double full_bytes, int p, Work::Clock::time_point t0,
                                           Work::Clock::time_point t1);
 
@@ -49,6 +50,8 @@ class Communicator {
   virtual WorkHandle reduce_scatter(const at::Tensor& in, const at::Tensor& out, ReduceOp op,
                                     Traffic k = Traffic::Data) = 0;
   virtual WorkHandle all_reduce(const at::Tensor& inout, ReduceOp op, Traffic k = Traffic::Data) = 0;
+  // Part r of out = part `rank` of rank r's in; in and out: size equal parts.
+  virtual WorkHandle all_to_all(const at::Tensor& in, const at::Tensor& out, Traffic k = Traffic::Data) = 0;
   virtual WorkHandle broadcast(const at::Tensor& inout, int root, Traffic k = Traffic::Data) = 0;
   virtual WorkHandle barrier() = 0;
 

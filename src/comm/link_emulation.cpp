@@ -75,7 +75,7 @@ void LinkEmulator::set(Tier tier, const LinkSpec& spec) {
 void LinkEmulator::clear() {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& l : links_) l.reset();
-  free_at_ = {};
+  free_at_.fill({});
 }
 
 bool LinkEmulator::active() const {
@@ -90,16 +90,17 @@ std::optional<LinkSpec> LinkEmulator::link(Tier tier) const {
   return links_[static_cast<int>(tier)];
 }
 
-LinkEmulator::Clock::time_point LinkEmulator::release_time(Tier tier, Collective c, double full_bytes, int p,
+LinkEmulator::Clock::time_point LinkEmulator::release_time(Tier tier, Lane lane, Collective c, double full_bytes, int p,
                                                            Clock::time_point start, Clock::time_point end) {
   std::lock_guard<std::mutex> lock(mu_);
   const auto& l = links_[static_cast<int>(tier)];
   if (!l) return end;
-  const auto begin = std::max(start, free_at_);
+  auto& free_at = free_at_[static_cast<int>(lane)];
+  const auto begin = std::max(start, free_at);
   const auto modelled = begin + std::chrono::duration_cast<Clock::duration>(
                                     std::chrono::duration<double>(l->seconds(c, full_bytes, p)));
-  free_at_ = std::max(end, modelled);
-  return free_at_;
+  free_at = std::max(end, modelled);
+  return free_at;
 }
 
 }  // namespace fedshard::comm

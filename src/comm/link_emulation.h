@@ -1,8 +1,8 @@
 // Link emulation: a multi-tier network on one box. Each collective still runs for real; its completion is held
 // back until the alpha-beta time of its ring algorithm on its tier has elapsed (steps * latency +
-// bus bytes / bandwidth). Collectives leave one rank in submission order (one comm thread, like one NCCL
-// stream), so an emulated collective starts when the real one starts or when the previous emulated one is
-// released, whichever is later. The hold is on the async handle: compute overlaps it as it would a slow link.
+// bus bytes / bandwidth). Collectives leave one rank in submission order per lane (one comm thread, like one
+// NCCL stream), so an emulated collective starts when the real one starts or when the previous emulated one of
+// its lane is released, whichever is later. The hold is on the async handle: compute overlaps it as it would a slow link.
 #pragma once
 
 #include <array>
@@ -39,13 +39,13 @@ class LinkEmulator {
   std::optional<LinkSpec> link(Tier tier) const;
 
   // For a collective that really ran [start, end): when its handle may complete. Serializes emulated time.
-  Clock::time_point release_time(Tier tier, Collective c, double full_bytes, int p, Clock::time_point start,
+  Clock::time_point release_time(Tier tier, Lane lane, Collective c, double full_bytes, int p, Clock::time_point start,
                                  Clock::time_point end);
 
  private:
   mutable std::mutex mu_;
   std::array<std::optional<LinkSpec>, kNumTiers> links_{};
-  Clock::time_point free_at_{};
+  std::array<Clock::time_point, 2> free_at_{};  // per lane
 };
 
 }  // namespace fedshard::comm

@@ -46,11 +46,12 @@ std::vector<int> world_ranks_of(MPI_Comm comm) {
   return ranks;
 }
 
-MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string name, Tier tier)
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string name, Tier tier, Lane lane)
     : Communicator(std::move(name), tier,
                    rank_in(comm),
                    world_ranks_of(comm)),
-      comm_(comm) {
+      comm_(comm),
+      lane_(lane) {
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
 }
 
@@ -71,11 +72,12 @@ WorkHandle MpiCommunicator::launch(Collective c, const at::Tensor& t, double ful
   const Tier tier = this->tier();
   const std::string comm_name = name();
   const int p = size();
-  MpiRuntime::get().comm_thread().submit([=, run = std::move(run)] {
+  const Lane lane = lane_;
+  MpiRuntime::get().comm_thread(lane_).submit([=, run = std::move(run)] {
     try {
       const auto t0 = Work::Clock::now();
       run();
-      work->finish(record_completion(comm_name, tier, k, c, full_bytes, p, t0, Work::Clock::now()));
+      work->finish(record_completion(comm_name, tier, lane, k, c, full_bytes, p, t0, Work::Clock::now()));
     } catch (...) {
       work->fail(std::current_exception());
     }
@@ -118,6 +120,19 @@ WorkHandle MpiCommunicator::all_reduce(const at::Tensor& inout, ReduceOp op, Tra
     ring_all_reduce(ring, io_h);
     if (op == ReduceOp::Mean && ring.size > 1) io_h.div_(ring.size);
     copy_back(inout, io_h);
+  });
+}
+
+WorkHandle MpiCommunicator::all_to_all(const at::Tensor& in, const at::Tensor& out, Traffic k) {
+  check_buffer(in);
+  check_buffer(out);
+  FS_ASSERT(in.numel() == out.numel() && in.numel() % size() == 0 && in.scalar_type() == out.scalar_type(),
+            "all_to_all sizes");
+  const Ring ring{comm_, rank(), size()};
+  return launch(Collective::AllToAll, in, static_cast<double>(in.nbytes()), k, [=] {
+    const auto in_h = to_host(in), out_h = host_buffer(out);
+    pairwise_all_to_all(ring, in_h, out_h);
+    copy_back(out, out_h);
   });
 }
 

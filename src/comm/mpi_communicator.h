@@ -1,6 +1,6 @@
 // Communicator over an MPI communicator for CPU tensors (device tensors are staged through host copies). Each
-// collective runs on the process's comm thread (docs/perf.md: why not the training thread): all-gather,
-// reduce-scatter and all-reduce as rings of non-blocking point-to-point messages (mpi_ops.h: why not MPI's
+// collective runs on its lane's comm thread (docs/perf.md: why not the training thread): all-gather,
+// reduce-scatter and all-reduce as rings and all-to-all as pairwise exchanges of non-blocking point-to-point messages (mpi_ops.h: why not MPI's
 // own), broadcast and barrier as non-blocking MPI collectives.
 #pragma once
 
@@ -17,12 +17,13 @@ namespace fedshard::comm {
 class MpiCommunicator : public Communicator {
  public:
   // Takes ownership of `comm` (freed in the destructor). Collective over `comm`: every member constructs.
-  MpiCommunicator(MPI_Comm comm, std::string name, Tier tier);
+  MpiCommunicator(MPI_Comm comm, std::string name, Tier tier, Lane lane = Lane::Inner);
   ~MpiCommunicator() override;
 
   WorkHandle all_gather(const at::Tensor& in, const at::Tensor& out, Traffic k) override;
   WorkHandle reduce_scatter(const at::Tensor& in, const at::Tensor& out, ReduceOp op, Traffic k) override;
   WorkHandle all_reduce(const at::Tensor& inout, ReduceOp op, Traffic k) override;
+  WorkHandle all_to_all(const at::Tensor& in, const at::Tensor& out, Traffic k) override;
   WorkHandle broadcast(const at::Tensor& inout, int root, Traffic k) override;
   WorkHandle barrier() override;
 
@@ -34,6 +35,7 @@ class MpiCommunicator : public Communicator {
   WorkHandle launch(Collective c, const at::Tensor& t, double full_bytes, Traffic k, std::function<void()> run);
 
   MPI_Comm comm_;
+  Lane lane_;
 };
 
 int rank_in(MPI_Comm comm);

@@ -43,7 +43,9 @@ void wait_request(MPI_Request* req) {
 
 namespace {
 
-constexpr int kRingTag = 0x5249;  // point-to-point traffic of the rings; one collective at a time per rank
+// Point-to-point traffic of the rings: one collective at a time per communicator (its lane's thread runs them
+// in order), and MPI matches messages per communicator.
+constexpr int kRingTag = 0x5249;
 
 int mod(int a, int p) { return ((a % p) + p) % p; }
 
@@ -115,6 +117,23 @@ void ring_all_reduce(const Ring& ring, const at::Tensor& io) {
   reduce_scatter_segments(ring, flat, seg, mine);
   seg.of(flat, ring.rank).copy_(mine);
   all_gather_segments(ring, flat, seg);
+}
+
+void pairwise_all_to_all(const Ring& ring, const at::Tensor& in, const at::Tensor& out) {
+  const int p = ring.size, r = ring.rank;
+  const Segments seg{in.numel(), p};
+  const auto src = in.reshape({-1}), dst = out.reshape({-1});
+  FS_ASSERT(in.numel() % p == 0 && seg.size(0) <= std::numeric_limits<int>::max(), "all_to_all part sizes");
+  seg.of(dst, r).copy_(seg.of(src, r));
+  const int n = static_cast<int>(seg.size(0));
+  for (int s = 1; s < p; ++s) {
+    const int to = mod(r + s, p), from = mod(r - s, p);
+    MPI_Request reqs[2];
+    mpi_check(MPI_Irecv(seg.of(dst, from).data_ptr(), n, mpi_type(in), from, kRingTag, ring.comm, &reqs[0]), "MPI_Irecv");
+    mpi_check(MPI_Isend(seg.of(src, to).data_ptr(), n, mpi_type(in), to, kRingTag, ring.comm, &reqs[1]), "MPI_Isend");
+    wait_request(&reqs[0]);
+    wait_request(&reqs[1]);
+  }
 }
 
 }  // namespace fedshard::comm

@@ -30,5 +30,8 @@ void ring_reduce_scatter(const Ring& ring, const at::Tensor& in, const at::Tenso
 void ring_all_gather(const Ring& ring, const at::Tensor& buf);
 // io = sum over ranks of io, any length.
 void ring_all_reduce(const Ring& ring, const at::Tensor& io);
+// Part r of out (size equal parts) = part `rank` of rank r's in: step s sends part rank+s to rank+s and
+// receives part rank-s from rank-s, so each rank sends (p-1)/p of its buffer.
+void pairwise_all_to_all(const Ring& ring, const at::Tensor& in, const at::Tensor& out);
 
 }  // namespace fedshard::comm

@@ -24,10 +24,12 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &world_size_);
   comm_thread_ = std::make_unique<CommThread>();
+  federation_thread_ = std::make_unique<CommThread>();
   g_runtime = this;
 }
 
 MpiRuntime::~MpiRuntime() {
+  federation_thread_.reset();
   comm_thread_.reset();
   g_runtime = nullptr;
   MPI_Finalize();

@@ -1,4 +1,4 @@
-// MPI process lifetime: MPI_Init_thread(MPI_THREAD_MULTIPLE) .. MPI_Finalize, and the comm thread that
+// MPI process lifetime: MPI_Init_thread(MPI_THREAD_MULTIPLE) .. MPI_Finalize, and the comm threads that
 // executes collectives. Create one at the top of main, before any communicator.
 #pragma once
 
@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "comm/comm_thread.h"
+#include "comm/tier.h"
 
 namespace fedshard::comm {
 
@@ -19,7 +20,7 @@ class MpiRuntime {
   static MpiRuntime& get();  // the live runtime; FS_ASSERTs that one exists
   int world_rank() const { return world_rank_; }
   int world_size() const { return world_size_; }
-  CommThread& comm_thread() { return *comm_thread_; }
+  CommThread& comm_thread(Lane lane) { return lane == Lane::Federation ? *federation_thread_ : *comm_thread_; }
 
   // This rank's index among the job's ranks on its host, and their number (MPI shared-memory split);
   // collective over the world.
@@ -32,6 +33,7 @@ class MpiRuntime {
   int world_rank_ = 0;
   int world_size_ = 1;
   std::unique_ptr<CommThread> comm_thread_;
+  std::unique_ptr<CommThread> federation_thread_;
 };
 
 }  // namespace fedshard::comm

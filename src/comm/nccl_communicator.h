@@ -47,6 +47,7 @@ class NcclCommunicator : public Communicator {
   WorkHandle all_gather(const at::Tensor& in, const at::Tensor& out, Traffic k) override;
   WorkHandle reduce_scatter(const at::Tensor& in, const at::Tensor& out, ReduceOp op, Traffic k) override;
   WorkHandle all_reduce(const at::Tensor& inout, ReduceOp op, Traffic k) override;
+  WorkHandle all_to_all(const at::Tensor& in, const at::Tensor& out, Traffic k) override;
   WorkHandle broadcast(const at::Tensor& inout, int root, Traffic k) override;
   WorkHandle barrier() override;
 

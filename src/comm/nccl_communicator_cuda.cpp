@@ -78,7 +78,7 @@ struct Completion {
 void CUDART_CB complete(void* p) {
   std::unique_ptr<Completion> c(static_cast<Completion*>(p));
   c->work->finish(
-      record_completion(c->comm, c->tier, c->traffic, c->kind, c->full_bytes, c->ranks, c->start, Work::Clock::now()));
+      record_completion(c->comm, c->tier, Lane::Inner, c->traffic, c->kind, c->full_bytes, c->ranks, c->start, Work::Clock::now()));
 }
 
 }  // namespace
@@ -171,6 +171,25 @@ WorkHandle NcclCommunicator::all_reduce(const at::Tensor& inout, ReduceOp op, Tr
   return launch(Collective::AllReduce, {inout}, static_cast<double>(inout.nbytes()), k, false, [&](cudaStream_t s) {
     return ncclAllReduce(inout.data_ptr(), inout.data_ptr(), inout.numel(), nccl_type(inout),
                          op == ReduceOp::Mean ? ncclAvg : ncclSum, comm_, s);
+  });
+}
+
+WorkHandle NcclCommunicator::all_to_all(const at::Tensor& in, const at::Tensor& out, Traffic k) {
+  check_buffer(in);
+  check_buffer(out);
+  FS_ASSERT(in.numel() == out.numel() && in.numel() % size() == 0 && in.scalar_type() == out.scalar_type(),
+            "all_to_all sizes");
+  return launch(Collective::AllToAll, {in, out}, static_cast<double>(in.nbytes()), k, false, [&](cudaStream_t s) {
+    const size_t n = in.numel() / size(), bytes = n * in.element_size();
+    auto* src = static_cast<char*>(in.data_ptr());
+    auto* dst = static_cast<char*>(out.data_ptr());
+    ncclResult_t rc = ncclGroupStart();
+    for (int r = 0; r < size() && rc == ncclSuccess; ++r) {
+      rc = ncclSend(src + r * bytes, n, nccl_type(in), r, comm_, s);
+      if (rc == ncclSuccess) rc = ncclRecv(dst + r * bytes, n, nccl_type(in), r, comm_, s);
+    }
+    const ncclResult_t end = ncclGroupEnd();
+    return rc != ncclSuccess ? rc : end;
   });
 }
 

@@ -20,4 +20,9 @@ Tier parse_tier(const std::string& name);
 // and sync bookkeeping, counted separately so both can be checked exactly.
 enum class Traffic { Data = 0, Control = 1 };
 
+// Which comm thread runs a communicator's collectives. Inter-group averaging runs on its own lane so that a
+// round left in flight across steps (federation.overlap) does not hold up the group's per-step collectives
+// queued behind it. Each lane keeps its own order; no communicator is used from two lanes.
+enum class Lane { Inner = 0, Federation = 1 };
+
 }  // namespace fedshard::comm

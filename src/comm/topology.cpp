@@ -108,7 +108,7 @@ std::unique_ptr<Communicator> Topology::split(const std::vector<int>& members, c
 #endif
   }
   if (!in) return nullptr;
-  return std::make_unique<MpiCommunicator>(comm, name, tier);
+  return std::make_unique<MpiCommunicator>(comm, name, tier, name == "segment" ? Lane::Federation : Lane::Inner);
 }
 
 std::string Topology::describe() const {

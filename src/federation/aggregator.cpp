@@ -6,15 +6,47 @@
 
 namespace fedshard::federation {
 
+// One segment of one unit in a compressed round: this rank's piece [offset, offset + length) of its slice,
+// padded to G chunks; chunk j is averaged by the segment's rank j (its owner) and all-gathered back.
+struct Aggregator::Piece {
+  comm::Communicator* comm = nullptr;
+  size_t unit = 0;  // index into Round::units
+  int64_t offset = 0, length = 0, chunk = 0;
+  at::Tensor send, recv, gathered;  // encoded bytes: G chunks each
+  comm::WorkHandle work;            // the all-to-all, then the all-gather
+  bool reduced = false;
+};
+
+struct Aggregator::Round {
+  std::vector<size_t> units;
+  double scale = 0;
+  std::vector<at::Tensor> sums;  // plain rounds: per unit, the weighted slice summed over each segment
+  std::vector<std::vector<comm::WorkHandle>> works;
+  std::vector<Piece> pieces;     // compressed rounds
+  std::vector<at::Tensor> sent;  // overlap: each unit's slice at begin
+  std::vector<at::Tensor> result;  // the new global slices, once settled
+  bool settled = false;
+};
+
 Aggregator::Aggregator(parallel::ShardedModel& model, comm::Topology& topo, optim::Optimizer& inner,
                        const FederationOptions& opts)
     : model_(model), topo_(topo), inner_(inner), opts_(opts) {
   FS_CHECK(opts_.inner_state == "keep" || opts_.inner_state == "average" || opts_.inner_state == "reset",
            "federation.inner_state must be keep, average or reset, got '", opts_.inner_state, "'");
+  if (opts_.compress != "none") codec_.emplace(opts_.compress, opts_.compress_block);
   std::vector<at::Tensor> slices;
   for (size_t u = 0; u < model_.units().size(); ++u) slices.push_back(slice_of(u, model_.units()[u]->flat().shard().detach()));
   outer_ = make_outer_optimizer(opts_.outer, slices);
+  for (const auto& s : slices) {
+    if (codec_ || opts_.overlap) global_.push_back(s.clone());
+    if (codec_) {
+      residual_.push_back(at::zeros_like(s));
+      mean_residual_.push_back(at::zeros_like(s));
+    }
+  }
 }
+
+Aggregator::~Aggregator() = default;
 
 at::Tensor Aggregator::slice_of(size_t unit, const at::Tensor& shard) const {
   const int64_t padded = model_.units()[unit]->flat().padded_numel();
@@ -23,35 +55,7 @@ at::Tensor Aggregator::slice_of(size_t unit, const at::Tensor& shard) const {
   return shard.narrow(0, a - shard_begin, b - a);
 }
 
-void Aggregator::average(const std::vector<at::Tensor>& tensors, double scale, bool outer_step, at::ScalarType wire) {
-  const auto& layout = topo_.layout();
-  std::vector<at::Tensor> sums;
-  std::vector<std::vector<comm::WorkHandle>> works(tensors.size());
-  for (size_t u = 0; u < tensors.size(); ++u) {
-    sums.push_back((slice_of(u, tensors[u]) * scale).to(wire));
-    const int64_t padded = model_.units()[u]->flat().padded_numel();
-    const int64_t slice_begin = layout.slice_range(padded, topo_.world_rank()).first;
-    for (const auto& s : topo_.segments()) {
-      const auto [a, b] = layout.segment_range(s.segment, padded);
-      works[u].push_back(s.comm->all_reduce(sums.back().narrow(0, a - slice_begin, b - a), comm::ReduceOp::Sum));
-    }
-  }
-  std::vector<comm::WorkHandle> gathers;
-  for (size_t u = 0; u < tensors.size(); ++u) {
-    for (auto& w : works[u]) w->wait();
-    auto slice = slice_of(u, tensors[u]);
-    const auto mean = sums[u].to(slice.scalar_type());
-    if (outer_step)
-      outer_->step(u, mean, slice);
-    else
-      slice.copy_(mean);
-    if (topo_.replica().size() > 1) gathers.push_back(topo_.replica().all_gather(slice, tensors[u]));
-  }
-  for (auto& g : gathers) g->wait();
-}
-
-bool Aggregator::sync(double weight, bool stop) {
-  at::NoGradGuard no_grad;
+bool Aggregator::agree(double weight, bool stop, double* scale) {
   // Every segment has one rank of each group, so each yields the total weight (and the groups' stop
   // requests); it is summed over all of this rank's segments because every member of a communicator must
   // take part. One group has no segments to average over, but its outer optimizer still steps.
@@ -64,28 +68,280 @@ bool Aggregator::sync(double weight, bool stop) {
   }
   for (auto& w : works) w->wait();
   const auto total = totals.empty() ? at::tensor({weight, stop ? 1.0 : 0.0}, at::kDouble) : totals.front().cpu();
-  const double scale = weight / total[0].item<double>();
-  const bool any_stop = total[1].item<double>() > 0;
+  *scale = weight / total[0].item<double>();
+  return total[1].item<double>() > 0;
+}
 
-  std::vector<at::Tensor> params;
-  for (auto& u : model_.units()) params.push_back(u->flat().shard().detach());
-  const auto master = params.front().scalar_type();
-  average(params, scale, /*outer_step=*/true,
-          opts_.reduce_dtype == at::ScalarType::Undefined ? master : opts_.reduce_dtype);
+void Aggregator::issue_sums(Round& r, double scale, at::ScalarType wire) {
+  const auto& layout = topo_.layout();
+  for (size_t u : r.units) {
+    r.sums.push_back((slice_of(u, model_.units()[u]->flat().shard().detach()) * scale).to(wire));
+    r.works.emplace_back();
+    const int64_t padded = model_.units()[u]->flat().padded_numel();
+    const int64_t slice_begin = layout.slice_range(padded, topo_.world_rank()).first;
+    for (const auto& s : topo_.segments()) {
+      const auto [a, b] = layout.segment_range(s.segment, padded);
+      r.works.back().push_back(s.comm->all_reduce(r.sums.back().narrow(0, a - slice_begin, b - a), comm::ReduceOp::Sum));
+    }
+  }
+}
 
+void Aggregator::issue_compressed(Round& r, double scale) {
+  const auto& layout = topo_.layout();
+  const auto bytes = at::TensorOptions().dtype(at::kByte).device(global_.front().device());
+  for (size_t i = 0; i < r.units.size(); ++i) {
+    const size_t u = r.units[i];
+    // Error feedback: what this rank failed to send last time is sent now.
+    auto delta = (slice_of(u, model_.units()[u]->flat().shard().detach()) - global_[u]).mul_(scale).add_(residual_[u]);
+    const int64_t padded = model_.units()[u]->flat().padded_numel();
+    const int64_t slice_begin = layout.slice_range(padded, topo_.world_rank()).first;
+    for (const auto& s : topo_.segments()) {
+      const auto [a, b] = layout.segment_range(s.segment, padded);
+      Piece p;
+      p.comm = s.comm.get();
+      p.unit = i;
+      p.offset = a - slice_begin;
+      p.length = b - a;
+      const int g = p.comm->size();
+      const int64_t granule = codec_->granule();
+      p.chunk = (p.length + g * granule - 1) / (g * granule) * granule;
+      auto values = at::zeros({g * p.chunk}, delta.options());
+      values.narrow(0, 0, p.length).copy_(delta.narrow(0, p.offset, p.length));
+      const int64_t e = codec_->encoded_bytes(p.chunk);
+      p.send = at::empty({g * e}, bytes);
+      for (int j = 0; j < g; ++j) codec_->encode(values.narrow(0, j * p.chunk, p.chunk), p.send.narrow(0, j * e, e));
+      at::Tensor decoded = at::empty_like(values);
+      for (int j = 0; j < g; ++j)
+        decoded.narrow(0, j * p.chunk, p.chunk).copy_(codec_->decode(p.send.narrow(0, j * e, e), p.chunk, values.scalar_type()));
+      residual_[u].narrow(0, p.offset, p.length).copy_((values - decoded).narrow(0, 0, p.length));
+      p.recv = at::empty_like(p.send);
+      p.gathered = at::empty_like(p.send);
+      p.work = p.comm->all_to_all(p.send, p.recv);
+      r.pieces.push_back(std::move(p));
+    }
+  }
+}
+
+void Aggregator::reduce_piece(Piece& p) {
+  p.work->wait();
+  const int g = p.comm->size(), j = p.comm->rank();
+  const int64_t e = codec_->encoded_bytes(p.chunk);
+  const size_t u = round_->units[p.unit];
+  const auto dtype = global_[u].scalar_type();
+  auto sum = at::zeros({p.chunk}, global_[u].options());
+  for (int r = 0; r < g; ++r) sum.add_(codec_->decode(p.recv.narrow(0, r * e, e), p.chunk, dtype));
+  // The owned chunk's own error feedback: the part of the averaged delta that its encoding lost last time.
+  const int64_t begin = j * p.chunk, kept = std::max<int64_t>(0, std::min(p.chunk, p.length - begin));
+  auto carried = mean_residual_[u].narrow(0, p.offset + std::min(begin, p.length), kept);
+  sum.narrow(0, 0, kept).add_(carried);
+  auto mine = p.gathered.narrow(0, j * e, e);
+  codec_->encode(sum, mine);
+  carried.copy_((sum - codec_->decode(mine, p.chunk, dtype)).narrow(0, 0, kept));
+  p.work = p.comm->all_gather(mine, p.gathered);
+  p.reduced = true;
+}
+
+bool Aggregator::begin(const std::vector<size_t>& units, double weight, bool stop) {
+  at::NoGradGuard no_grad;
+  FS_ASSERT(!round_, "a federation round is already in flight");
+  double scale = 0;
+  const bool any_stop = agree(weight, stop, &scale);
+  round_ = std::make_unique<Round>();
+  round_->units = units;
+  round_->scale = scale;
+  if (opts_.overlap)
+    for (size_t u : units) round_->sent.push_back(slice_of(u, model_.units()[u]->flat().shard().detach()).clone());
+  if (codec_ && !topo_.segments().empty()) {
+    issue_compressed(*round_, scale);
+  } else {
+    const auto master = model_.units().front()->flat().shard().scalar_type();
+    issue_sums(*round_, scale, opts_.reduce_dtype == at::ScalarType::Undefined ? master : opts_.reduce_dtype);
+  }
+  return any_stop;
+}
+
+void Aggregator::progress() {
+  if (!round_ || round_->settled) return;
+  // In order, so that every rank queues the all-gathers on the federation lane in the same order.
+  for (auto& p : round_->pieces) {
+    if (p.reduced) continue;
+    if (!p.work->completed()) return;
+    reduce_piece(p);
+  }
+}
+
+void Aggregator::settle() {
+  if (round_) settle(*round_);
+}
+
+void Aggregator::settle(Round& r) {
+  if (r.settled) return;
+  at::NoGradGuard no_grad;
+  for (auto& p : r.pieces)
+    if (!p.reduced) reduce_piece(p);
+  std::vector<at::Tensor> deltas;
+  if (!r.pieces.empty()) {
+    for (size_t u : r.units) deltas.push_back(at::zeros_like(global_[u]));
+    for (auto& p : r.pieces) {
+      p.work->wait();
+      const int g = p.comm->size();
+      const int64_t e = codec_->encoded_bytes(p.chunk);
+      auto mean = at::empty({g * p.chunk}, deltas[p.unit].options());
+      for (int j = 0; j < g; ++j)
+        mean.narrow(0, j * p.chunk, p.chunk).copy_(codec_->decode(p.gathered.narrow(0, j * e, e), p.chunk, mean.scalar_type()));
+      deltas[p.unit].narrow(0, p.offset, p.length).copy_(mean.narrow(0, 0, p.length));
+    }
+  }
+  for (size_t i = 0; i < r.units.size(); ++i) {
+    const size_t u = r.units[i];
+    auto slice = slice_of(u, model_.units()[u]->flat().shard().detach());
+    at::Tensor mean;
+    if (!r.pieces.empty()) {
+      mean = global_[u] + deltas[i];
+    } else {
+      for (auto& w : r.works[i]) w->wait();
+      mean = r.sums[i].to(slice.scalar_type());
+    }
+    // Without overlap the new global slice is written straight into the model.
+    auto target = opts_.overlap ? at::empty_like(slice) : slice;
+    outer_->step(u, mean, target);
+    if (!global_.empty()) global_[u].copy_(target);
+    r.result.push_back(target);
+  }
+  r.settled = true;
+}
+
+void Aggregator::apply(Round& r) {
+  settle(r);
+  std::vector<comm::WorkHandle> gathers;
+  for (size_t i = 0; i < r.units.size(); ++i) {
+    const size_t u = r.units[i];
+    auto shard = model_.units()[u]->flat().shard().detach();
+    auto slice = slice_of(u, shard);
+    if (opts_.overlap) slice.sub_(r.sent[i]).add_(r.result[i]);
+    if (topo_.replica().size() > 1) gathers.push_back(topo_.replica().all_gather(slice, shard));
+  }
+  for (auto& g : gathers) g->wait();
+}
+
+void Aggregator::average_state(const std::vector<at::Tensor>& tensors, double scale) {
+  Round r;
+  std::vector<comm::WorkHandle> gathers;
+  const auto& layout = topo_.layout();
+  for (size_t u = 0; u < tensors.size(); ++u) {
+    r.sums.push_back(slice_of(u, tensors[u]) * scale);
+    const int64_t padded = model_.units()[u]->flat().padded_numel();
+    const int64_t slice_begin = layout.slice_range(padded, topo_.world_rank()).first;
+    r.works.emplace_back();
+    for (const auto& s : topo_.segments()) {
+      const auto [a, b] = layout.segment_range(s.segment, padded);
+      r.works.back().push_back(s.comm->all_reduce(r.sums.back().narrow(0, a - slice_begin, b - a), comm::ReduceOp::Sum));
+    }
+  }
+  for (size_t u = 0; u < tensors.size(); ++u) {
+    for (auto& w : r.works[u]) w->wait();
+    auto slice = slice_of(u, tensors[u]);
+    slice.copy_(r.sums[u]);
+    if (topo_.replica().size() > 1) gathers.push_back(topo_.replica().all_gather(slice, tensors[u]));
+  }
+  for (auto& g : gathers) g->wait();
+}
+
+void Aggregator::finish() {
+  at::NoGradGuard no_grad;
+  FS_ASSERT(round_, "no federation round in flight");
+  apply(*round_);
+  const double scale = round_->scale;
+  round_.reset();
   if (opts_.inner_state == "average") {
     for (const char* key : {"exp_avg", "exp_avg_sq", "momentum_buffer"}) {
       std::vector<at::Tensor> state;
       for (auto& s : inner_.state())
         if (s.count(key)) state.push_back(s.at(key));
-      if (!state.empty()) average(state, scale, /*outer_step=*/false, state.front().scalar_type());
+      if (!state.empty()) average_state(state, scale);
     }
   } else if (opts_.inner_state == "reset") {
     for (auto& s : inner_.state())
       for (auto& [name, t] : s) t.zero_();
     inner_.set_steps(0);
   }
+}
+
+bool Aggregator::sync(double weight, bool stop) {
+  std::vector<size_t> all(model_.units().size());
+  for (size_t u = 0; u < all.size(); ++u) all[u] = u;
+  const bool any_stop = begin(all, weight, stop);
+  finish();
   return any_stop;
+}
+
+std::vector<std::map<std::string, at::Tensor>> Aggregator::state() const {
+  std::vector<std::map<std::string, at::Tensor>> out(model_.units().size());
+  for (size_t u = 0; u < global_.size(); ++u) out[u]["global"] = global_[u];
+  for (size_t u = 0; u < residual_.size(); ++u) {
+    out[u]["residual"] = residual_[u];
+    out[u]["mean_residual"] = mean_residual_[u];
+  }
+  if (round_) {
+    FS_ASSERT(round_->settled, "checkpoint of an unsettled federation round");
+    for (size_t i = 0; i < round_->units.size(); ++i) {
+      out[round_->units[i]]["round_sent"] = round_->sent[i];
+      out[round_->units[i]]["round_global"] = round_->result[i];
+    }
+  }
+  return out;
+}
+
+std::vector<size_t> Aggregator::round_units() const { return round_ ? round_->units : std::vector<size_t>{}; }
+
+void Aggregator::restore_round(const std::vector<size_t>& units) {
+  round_.reset();
+  if (units.empty()) return;
+  FS_CHECK(opts_.overlap, "the checkpoint has a federation round in flight but federation.overlap is none");
+  round_ = std::make_unique<Round>();
+  round_->units = units;
+  round_->settled = true;
+  for (size_t u : units) {
+    const auto slice = slice_of(u, model_.units()[u]->flat().shard().detach());
+    round_->sent.push_back(at::empty_like(slice));
+    round_->result.push_back(at::empty_like(slice));
+  }
+}
+
+void Aggregator::restore_state(size_t unit, const std::string& name, const at::Tensor& value) {
+  at::NoGradGuard no_grad;
+  at::Tensor dst;
+  if (name == "global" && unit < global_.size()) dst = global_[unit];
+  if (name == "residual" && unit < residual_.size()) dst = residual_[unit];
+  if (name == "mean_residual" && unit < mean_residual_.size()) dst = mean_residual_[unit];
+  if (round_ && (name == "round_sent" || name == "round_global")) {
+    const auto it = std::find(round_->units.begin(), round_->units.end(), unit);
+    if (it != round_->units.end()) {
+      const size_t i = static_cast<size_t>(it - round_->units.begin());
+      dst = name == "round_sent" ? round_->sent[i] : round_->result[i];
+    }
+  }
+  if (dst.defined()) dst.copy_(value);
+}
+
+void Aggregator::swap_in_global() {
+  at::NoGradGuard no_grad;
+  FS_ASSERT(!global_.empty() && saved_shards_.empty(), "no global model kept to swap in");
+  std::vector<comm::WorkHandle> gathers;
+  for (size_t u = 0; u < model_.units().size(); ++u) {
+    auto shard = model_.units()[u]->flat().shard().detach();
+    saved_shards_.push_back(shard.clone());
+    auto slice = slice_of(u, shard);
+    slice.copy_(global_[u]);
+    if (topo_.replica().size() > 1) gathers.push_back(topo_.replica().all_gather(slice, shard));
+  }
+  for (auto& g : gathers) g->wait();
+}
+
+void Aggregator::swap_out_global() {
+  at::NoGradGuard no_grad;
+  for (size_t u = 0; u < saved_shards_.size(); ++u) model_.units()[u]->flat().shard().detach().copy_(saved_shards_[u]);
+  saved_shards_.clear();
 }
 
 }  // namespace fedshard::federation

@@ -1,17 +1,26 @@
 // FedAvg-style aggregation across federation groups (DESIGN.md "Federation"). Every rank owns a disjoint
 // slice of its group's model (the Layout's slice_range: piece i of R_g of its shard; the whole shard under
 // FL+FSDP, piece p of the model under FL+DDP). Groups may differ in size, so their slices need not line up:
-// the Layout cuts the model into segments, each held by one rank of every group, and a sync averages each
+// the Layout cuts the model into segments, each held by one rank of every group, and a round averages each
 // segment over the communicator of its owners (weighted by tokens), lets the outer optimizer turn the mean
 // into the new global slice, and all-gathers the slices over `replica` so every replica holds the new shard.
 // Every element crosses groups once per round, as in a ring all-reduce of the model among G parties.
+//
+// A round may cover some units only (federation.overlap = streaming:F) and may stay in flight while the
+// groups train on (delayed, streaming): begin() issues it on the federation lane, finish() applies it with
+// the delayed rule of docs/federation.md: slice <- new global + (slice now - slice at begin), i.e. the local
+// progress made while the round was in flight is kept on top of the one-round-stale outer update. With
+// federation.compress each group sends its delta from the last global model through a Codec, with error
+// feedback on both the sent deltas and the averaged ones.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "comm/topology.h"
+#include "federation/codec.h"
 #include "federation/outer_optimizer.h"
 #include "optim/optimizer.h"
 #include "parallel/sharded_model.h"
@@ -24,33 +33,79 @@ struct FederationOptions {
   // The model average on the wire (parallel.reduce_dtype); Undefined: the master dtype. Optimizer state
   // (inner_state = average) always travels in the master dtype.
   at::ScalarType reduce_dtype = at::ScalarType::Undefined;
+  std::string compress = "none";  // none | bf16 | int8: what a group's delta travels as (replaces reduce_dtype)
+  int64_t compress_block = 256;   // int8: elements per absmax scale
+  bool overlap = false;           // rounds may stay in flight across steps (keeps the slice at begin)
 };
 
 class Aggregator {
  public:
   Aggregator(parallel::ShardedModel& model, comm::Topology& topo, optim::Optimizer& inner,
              const FederationOptions& opts);
+  ~Aggregator();
 
   // Collective over the world. weight: this group's share, e.g. tokens it processed since the last sync.
   // stop: this group wants the job to stop (agreed inside the group); returns whether any group does, the
   // same on every rank.
   bool sync(double weight, bool stop = false);
 
+  // sync() in two halves. begin: agrees on weights and stop (blocking, 16 bytes per segment) and issues the
+  // averaging of `units`; finish: waits for it and applies it. Only one round is in flight at a time.
+  bool begin(const std::vector<size_t>& units, double weight, bool stop);
+  void finish();
+  bool in_flight() const { return round_ != nullptr; }
+  // Moves a compressed round in flight on to its second half once the first has arrived (call once a step).
+  void progress();
+  // Waits for the round in flight and computes its outcome without applying it (before a checkpoint).
+  void settle();
+
+  // Runs fn while every rank's shard holds the latest global model instead of its group's own (evaluation
+  // under overlap, where no step ends with the groups equal). Collective over the world.
+  template <typename Fn>
+  void with_global_model(Fn&& fn) {
+    swap_in_global();
+    fn();
+    swap_out_global();
+  }
+
   OuterOptimizer& outer() { return *outer_; }
+  // Per-unit state beyond the outer optimizer's, by name, for checkpoints; every tensor is slice-shaped:
+  // "global" (last global slice), "residual"/"mean_residual" (error feedback of sent and averaged deltas),
+  // "round_sent"/"round_global" (a settled round in flight: the slice at begin and the new global slice).
+  std::vector<std::map<std::string, at::Tensor>> state() const;
+  void restore_state(size_t unit, const std::string& name, const at::Tensor& value);
+  std::vector<size_t> round_units() const;  // of the round in flight
+  // A checkpointed round in flight, restored settled (its units' round_* state follows via restore_state).
+  void restore_round(const std::vector<size_t>& units);
 
  private:
-  // This rank's aggregation slice of a unit's shard-sized tensor.
+  struct Round;
+  struct Piece;
   at::Tensor slice_of(size_t unit, const at::Tensor& shard) const;
-  // Weighted mean over the groups of the slices of `tensors` (summed in `wire` dtype, segment by segment),
-  // through the outer optimizer when outer_step, then the slices all-gathered over `replica`. Collectives
-  // for all units are in flight together.
-  void average(const std::vector<at::Tensor>& tensors, double scale, bool outer_step, at::ScalarType wire);
+  bool agree(double weight, bool stop, double* scale);
+  // Plain rounds: the weighted slices summed over each segment (in `wire` dtype).
+  void issue_sums(Round& r, double scale, at::ScalarType wire);
+  // Compressed rounds: the weighted deltas, encoded chunk by chunk, all-to-all'd to their chunk owners.
+  void issue_compressed(Round& r, double scale);
+  void reduce_piece(Piece& p);  // owner: decode, sum, encode the mean chunk; all-gather it
+  void settle(Round& r);
+  void apply(Round& r);
+  // Optimizer-state averaging (inner_state = average): the plain path, no outer step.
+  void average_state(const std::vector<at::Tensor>& tensors, double scale);
+  void swap_in_global();
+  void swap_out_global();
 
   parallel::ShardedModel& model_;
   comm::Topology& topo_;
   optim::Optimizer& inner_;
   FederationOptions opts_;
   std::unique_ptr<OuterOptimizer> outer_;
+  std::optional<Codec> codec_;
+  std::vector<at::Tensor> global_;         // per unit, when compressing or overlapping
+  std::vector<at::Tensor> residual_;       // per unit: error feedback of this rank's sent deltas
+  std::vector<at::Tensor> mean_residual_;  // per unit: of the averaged chunks this rank owns
+  std::unique_ptr<Round> round_;
+  std::vector<at::Tensor> saved_shards_;   // while the global model is swapped in
 };
 
 }  // namespace fedshard::federation

@@ -1,38 +1,62 @@
-// When the federation groups aggregate and with what weight (DESIGN.md "Federation"): every K steps and at
-// the last step; each group weighs in with the tokens it processed since the previous round, so groups of
-// different sizes count in proportion to their data. Checkpoints save and restore its counters.
+// When the federation groups aggregate, what, and with what weight (DESIGN.md "Federation"). Every K steps
+// and at the last step; each group weighs in with the tokens it processed since the previous round of the
+// same units, so groups of different sizes count in proportion to their data.
+//
+// federation.overlap: `none` finishes each round where it starts; `delayed` leaves it in flight until the
+// next boundary K steps later; `streaming:F` splits the units into F fragments (unit u in fragment u mod F,
+// Streaming DiLoCo's strided pattern) and starts one fragment's round every K/F steps, in flight until the
+// next such boundary, so every fragment is still averaged every K steps. The last step's round covers every
+// unit and finishes at once, so training ends on one global model. Checkpoints save the counters.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace fedshard::federation {
+
+struct Overlap {
+  std::string mode = "none";  // none | delayed | streaming
+  int64_t fragments = 1;
+};
+// "none", "delayed", "streaming:F"; throws fedshard::Error on anything else.
+Overlap parse_overlap(const std::string& spec);
 
 class Schedule {
  public:
   // tokens_per_step: what this rank's group trains on per step (its ranks x batch x sequence length).
-  Schedule(int64_t sync_every, int64_t last_step, int64_t tokens_per_step)
-      : sync_every_(sync_every), last_step_(last_step), tokens_per_step_(tokens_per_step) {}
+  Schedule(int64_t sync_every, int64_t last_step, int64_t tokens_per_step, Overlap overlap, size_t units);
 
-  void count_step() { ++steps_since_sync_; }
-  bool due(int64_t step) const { return step % sync_every_ == 0 || step == last_step_; }
-  double weight() const { return static_cast<double>(steps_since_sync_ * tokens_per_step_); }
-  void count_sync() {
-    steps_since_sync_ = 0;
-    ++syncs_;
+  void count_step() {
+    for (auto& s : steps_since_) ++s;
   }
+  // Whether a round starts after `step`.
+  bool due(int64_t step) const { return step % interval() == 0 || step == last_step_; }
+  // The units of the round starting after `step` (due(step)).
+  std::vector<size_t> units(int64_t step) const;
+  // Whether that round may stay in flight (it finishes at the next due step at the latest).
+  bool leave_in_flight(int64_t step) const { return overlap_.mode != "none" && step != last_step_; }
+  // This group's weight for the round starting after `step`: tokens since those units were last averaged.
+  double weight(int64_t step) const;
+  void count_sync(int64_t step);
 
-  int64_t steps_since_sync() const { return steps_since_sync_; }
+  int64_t steps_since_sync() const { return *std::max_element(steps_since_.begin(), steps_since_.end()); }
   int64_t syncs() const { return syncs_; }
-  void restore(int64_t steps_since_sync, int64_t syncs) {
-    steps_since_sync_ = steps_since_sync;
-    syncs_ = syncs;
-  }
+  // From a checkpoint at `step`; fragments' counters follow from the step (their rounds are periodic).
+  void restore(int64_t step, int64_t steps_since_sync, int64_t syncs);
 
  private:
+  int64_t interval() const { return sync_every_ / overlap_.fragments; }
+  // Fragment of the round after `step`, or -1 for all units.
+  int64_t fragment(int64_t step) const;
+
   int64_t sync_every_;
   int64_t last_step_;
   int64_t tokens_per_step_;
-  int64_t steps_since_sync_ = 0;
+  Overlap overlap_;
+  size_t units_;
+  std::vector<int64_t> steps_since_;  // per fragment
   int64_t syncs_ = 0;
 };
 

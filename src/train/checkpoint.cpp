@@ -157,6 +157,7 @@ CheckpointMeta load_checkpoint_meta(const std::string& dir, const model::ModelCo
     m.outer = j.at("federation").value("outer", "");
     m.syncs = j.at("federation").value("syncs", 0);
     m.steps_since_sync = j.at("federation").value("steps_since_sync", 0);
+    m.round_in_flight = j.at("federation").value("round_in_flight", std::vector<size_t>{});
     for (int g = 0; g < m.layout.groups(); ++g) m.group_ids.push_back(g);
     if (j.at("federation").contains("group_ids")) {
       m.group_ids = j.at("federation").at("group_ids").get<std::vector<int>>();
@@ -255,12 +256,18 @@ void save_checkpoint(const std::string& run_dir, int keep, const TrainingState& 
     try {
       std::vector<std::pair<std::string, at::Tensor>> tensors;
       const auto& units = sharded.units();
+      // A round in flight is waited for and saved with its outcome; it is applied after the resume where it
+      // would have been without the checkpoint.
+      if (agg) agg->settle();
+      const auto fed = agg ? agg->state() : std::vector<std::map<std::string, at::Tensor>>{};
       for (size_t u = 0; u < units.size(); ++u) {
         auto host = [](const at::Tensor& t) { return t.detach().to(at::kCPU).contiguous(); };
         tensors.emplace_back(unit_key(u, "param"), host(units[u]->flat().shard()));
         for (const auto& [k, t] : inner.state()[u]) tensors.emplace_back(unit_key(u, "opt." + k), host(t));
-        if (agg)
+        if (agg) {
           for (const auto& [k, t] : agg->outer().state()[u]) tensors.emplace_back(unit_key(u, "outer." + k), host(t));
+          for (const auto& [k, t] : fed[u]) tensors.emplace_back(unit_key(u, "fed." + k), host(t));
+        }
       }
       tensors.emplace_back("rng.cpu", at::detail::getDefaultCPUGenerator().get_state());
       checksum = write_safetensors((tmp / rank_file_name(rank)).string(), tensors, {{"step", std::to_string(state.step)}});
@@ -294,7 +301,8 @@ void save_checkpoint(const std::string& run_dir, int keep, const TrainingState& 
       meta["federation"] = agg ? nlohmann::json{{"outer", config["federation"]["outer_optimizer"]},
                                                 {"syncs", state.syncs},
                                                 {"group_ids", state.group_ids},
-                                                {"steps_since_sync", state.steps_since_sync}}
+                                                {"steps_since_sync", state.steps_since_sync},
+                                                {"round_in_flight", agg->round_units()}}
                                : nlohmann::json::object();
       const auto units = unit_layout(model);
       for (size_t u = 0; u < units.size(); ++u) {
@@ -416,6 +424,26 @@ void cut(const at::Tensor& old_full, int64_t numel, int64_t begin, at::Tensor ds
   if (hi > begin) dst.narrow(0, 0, hi - begin).copy_(old_full.narrow(0, begin, hi - begin));
 }
 
+// The aggregator's own state of unit u (federation/aggregator.h). read(key) gives this rank's slice of tensor
+// `key` or an undefined tensor where the checkpoint has none (written without overlap or compression): then
+// residuals stay zero and the last global slice is the outer optimizer's, else the model's.
+template <typename Read>
+void restore_federation_state(federation::Aggregator& agg, size_t u, Read read, parallel::FlatParam& flat,
+                              const comm::Topology& topo) {
+  const auto state = agg.state();
+  for (const auto& [name, t] : state[u]) {
+    auto value = read("fed." + name);
+    if (!value.defined() && name == "global") {
+      const auto& outer = agg.outer().state()[u];
+      const auto [a, b] = topo.layout().slice_range(flat.padded_numel(), topo.world_rank());
+      value = outer.count("global") ? outer.at("global") : flat.shard().detach().narrow(0, a - flat.shard_offset(), b - a);
+    }
+    if (!value.defined() && (name == "residual" || name == "mean_residual")) continue;
+    FS_CHECK(value.defined(), "checkpoint has a federation round in flight without its '", name, "' of unit ", u);
+    agg.restore_state(u, name, value);
+  }
+}
+
 }  // namespace
 
 TrainingState restore_checkpoint(const CheckpointMeta& meta, comm::Topology& topo, const std::string& strategy,
@@ -435,8 +463,13 @@ TrainingState restore_checkpoint(const CheckpointMeta& meta, comm::Topology& top
     for (size_t u = 0; u < units.size(); ++u) {
       units[u]->flat().shard().detach().copy_(f.tensor(unit_key(u, "param")));
       for (auto& [k, t] : inner.state()[u]) t.copy_(f.tensor(unit_key(u, "opt." + k)));
-      if (agg)
+      if (agg) {
         for (auto& [k, t] : agg->outer().state()[u]) t.copy_(f.tensor(unit_key(u, "outer." + k)));
+        if (u == 0) agg->restore_round(meta.round_in_flight);
+        restore_federation_state(*agg, u, [&](const std::string& key) {
+          return f.contains(unit_key(u, key)) ? f.tensor(unit_key(u, key)) : at::Tensor();
+        }, units[u]->flat(), topo);
+      }
     }
     // The default generator is shared process state: ATen hands out a const handle to it.
     auto gen = at::detail::getDefaultCPUGenerator();
@@ -476,6 +509,14 @@ TrainingState restore_checkpoint(const CheckpointMeta& meta, comm::Topology& top
         else
           t.zero_();
       }
+      if (u == 0) agg->restore_round(meta.round_in_flight);
+      restore_federation_state(*agg, u, [&](const std::string& key) {
+        auto old = assemble(files, meta, u, key, std::max(own, 0), true);
+        if (!old.defined()) return old;
+        auto t = at::empty({end - begin}, old.options());
+        cut(old, numel, begin, t);
+        return t;
+      }, flat, topo);
     }
   }
   // Groups that continue their own models stay mid-round; otherwise they restart from one averaged model.

@@ -45,6 +45,7 @@ struct CheckpointMeta {
   int64_t syncs = 0, steps_since_sync = 0;
   std::vector<int> group_ids;  // stable id of each group (0..G-1 until groups are lost)
   std::string outer;  // outer optimizer of the run, "" without federation
+  std::vector<size_t> round_in_flight;  // units of a federation round in flight (overlap), saved settled
   std::vector<int64_t> padded;  // per unit
   std::vector<CheckpointRank> ranks;
   nlohmann::json config;

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "comm/link_emulation.h"
+#include "federation/schedule.h"
 #include "util/error.h"
 #include "util/int_list.h"
 
@@ -125,6 +126,9 @@ const std::vector<Binding>& bindings() {
       key_binding("federation.outer_lr", &TrainConfig::outer_lr, "outer learning rate (nesterov)"),
       key_binding("federation.outer_momentum", &TrainConfig::outer_momentum, "outer momentum (nesterov)"),
       key_binding("federation.inner_state", &TrainConfig::inner_state, "inner optimizer state after a sync: keep | average | reset"),
+      key_binding("federation.overlap", &TrainConfig::overlap, "none | delayed (a round stays in flight until the next, K steps later) | streaming:F (F fragments, one every K/F steps)"),
+      key_binding("federation.compress", &TrainConfig::compress, "a group's model delta on the wire: none | bf16 | int8 (blockwise absmax, error feedback)"),
+      key_binding("federation.compress_block", &TrainConfig::compress_block, "int8: elements per scale (a multiple of 4)"),
       key_binding("federation.eval_after_sync", &TrainConfig::eval_after_sync, "evaluate the global model after every aggregation"),
       key_binding("federation.eval_group_model", &TrainConfig::eval_group_model, "also evaluate group 0's local model before each aggregation"),
       key_binding("network.node", &TrainConfig::link_node, "emulated link of the node tier: BANDWIDTH,LATENCY (e.g. 100Gbit/s,2us)"),
@@ -201,6 +205,11 @@ void validate(const TrainConfig& c) {
   FS_CHECK(c.outer_momentum >= 0 && c.outer_momentum < 1, "federation.outer_momentum must be in [0, 1)");
   FS_CHECK(one_of(c.inner_state, {"keep", "average", "reset"}), "federation.inner_state must be keep, average or reset, got '",
            c.inner_state, "'");
+  federation::parse_overlap(c.overlap);
+  FS_CHECK(one_of(c.compress, {"none", "bf16", "int8"}), "federation.compress must be none, bf16 or int8, got '",
+           c.compress, "'");
+  FS_CHECK(c.compress_block > 0 && c.compress_block % 4 == 0,
+           "federation.compress_block must be a positive multiple of 4, got ", c.compress_block);
   FS_CHECK(c.eval_every >= 0 && c.eval_windows >= 0, "eval.every and eval.windows must not be negative");
   FS_CHECK(c.log_every > 0, "train.log_every must be positive");
   FS_CHECK(c.checkpoint_every >= 0, "checkpoint.every must not be negative");

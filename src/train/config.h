@@ -58,6 +58,9 @@ struct TrainConfig {
   double outer_lr = 1.0;
   double outer_momentum = 0.9;
   std::string inner_state = "keep";  // keep | average | reset
+  std::string overlap = "none";      // none | delayed | streaming:F (federation/schedule.h)
+  std::string compress = "none";     // none | bf16 | int8: a group's delta on the wire (federation/codec.h)
+  int64_t compress_block = 256;      // int8: elements per absmax scale
   bool eval_after_sync = true;       // evaluate the global model after every aggregation
   bool eval_group_model = false;     // also evaluate group 0's local model before each aggregation
   // [network] link emulation per tier: "BANDWIDTH,LATENCY" (e.g. "1Gbit/s,500us"); empty = real network

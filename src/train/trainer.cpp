@@ -175,6 +175,9 @@ TrainSetup prepare_training(const TrainConfig& cfg, int world_size, int world_ra
   s.val = std::make_shared<data::TokenDataset>(cfg.data_dir, "val", cfg.seq_len, s.model.vocab_size);
   const auto& layout = s.layout;
   s.partition = data::partition_windows(*s.train, cfg.partition, layout.group_sizes(), cfg.seed);
+  FS_CHECK(s.strategy.federated || (cfg.overlap == "none" && cfg.compress == "none"), "federation.overlap = ",
+           cfg.overlap, " and federation.compress = ", cfg.compress, " apply to fl-* strategies only (strategy ",
+           cfg.strategy, " has no rounds)");
   if (world_rank == 0) ensure_writable_dir(cfg.out);
   validate_fault_plan();
   if (!cfg.resume.empty()) {
@@ -233,14 +236,15 @@ Trainer::Trainer(TrainSetup setup) : s_(std::move(setup)) {
   lr_ = {cfg.lr, cfg.lr * cfg.min_lr_ratio, cfg.warmup_steps >= 0 ? cfg.warmup_steps : cfg.steps / 10, cfg.steps};
   if (engine_.aggregator)
     rounds_.emplace(cfg.sync_every, cfg.steps,
-                    topo_->layout().group_size(topo_->coords().group) * cfg.batch_size * cfg.seq_len);
+                    topo_->layout().group_size(topo_->coords().group) * cfg.batch_size * cfg.seq_len,
+                    federation::parse_overlap(cfg.overlap), sharded_->units().size());
   make_sampler();
   if (s_.resume) {
     const auto st = restore_checkpoint(*s_.resume, *topo_, s_.strategy.name(), *sharded_, *engine_.optimizer,
                                        engine_.aggregator.get(), s_.continues);
     start_step_ = st.step + 1;
     tokens_before_start_ = st.tokens;
-    if (rounds_) rounds_->restore(st.steps_since_sync, st.syncs);
+    if (rounds_) rounds_->restore(st.step, st.steps_since_sync, st.syncs);
   }
   peak_flops_ = cfg.peak_flops > 0 ? cfg.peak_flops : measure_matmul_flops(sharded_->options().device);
   resolved_ = resolved_config();
@@ -287,7 +291,11 @@ EngineSpec Trainer::engine_spec(at::Device device) const {
   e.decay_norms_and_embeddings = cfg.decay_norms_and_embeddings;
   if (s_.strategy.federated)
     e.federation = federation::FederationOptions{{cfg.outer_optimizer, cfg.outer_lr, cfg.outer_momentum},
-                                                 cfg.inner_state, e.sharding.reduce_dtype};
+                                                 cfg.inner_state,
+                                                 e.sharding.reduce_dtype,
+                                                 cfg.compress,
+                                                 cfg.compress_block,
+                                                 cfg.overlap != "none"};
   if (!s_.init_from.empty()) {
     auto weights = std::make_shared<SafetensorsFile>((std::filesystem::path(s_.init_from) / "model.safetensors").string());
     e.init = [weights](const model::ParamSlot& slot) { slot.tensor->copy_(weights->tensor(model::to_hf_name(slot.name))); };
@@ -422,13 +430,18 @@ Trainer::StepResult Trainer::train_step(int64_t step) {
   engine_.optimizer->step(r.lr);
   r.optimizer_seconds = std::chrono::duration<double>(Clock::now() - opt0).count();
   if (rounds_) {
+    auto& agg = *engine_.aggregator;
     rounds_->count_step();
     if (rounds_->due(step)) {
       if (s_.cfg.eval_group_model) log_eval(step, "group", topo_->group());
+      if (agg.in_flight()) agg.finish();
       // Groups agree on a stop inside themselves every step (below) and with each other here.
-      r.stop = engine_.aggregator->sync(rounds_->weight(), group_stop_);
-      rounds_->count_sync();
+      r.stop = agg.begin(rounds_->units(step), rounds_->weight(step), group_stop_);
+      rounds_->count_sync(step);
+      if (!rounds_->leave_in_flight(step)) agg.finish();
       r.aggregated = true;
+    } else {
+      agg.progress();
     }
   }
 
@@ -522,7 +535,11 @@ TrainSummary Trainer::run() {
     eval_due = eval_due || step == cfg.steps || (cfg.eval_every > 0 && step % cfg.eval_every == 0) ||
                (r.aggregated && cfg.eval_after_sync);
     if (eval_due && (!rounds_ || r.aggregated)) {
-      log_eval(step, "global", topo_->world());
+      // Under overlap no step ends with the groups equal: the global model is swapped in to be evaluated.
+      if (s_.cfg.overlap != "none")
+        engine_.aggregator->with_global_model([&] { log_eval(step, "global", topo_->world()); });
+      else
+        log_eval(step, "global", topo_->world());
       eval_due = false;
     }
     if (rank0) {

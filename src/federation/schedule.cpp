@@ -1,0 +1,80 @@
+#include "federation/schedule.h"
+
+#include "util/error.h"
+
+namespace fedshard::federation {
+
+Overlap parse_overlap(const std::string& spec) {
+  Overlap o;
+  if (spec == "none" || spec == "delayed") {
+    o.mode = spec;
+    return o;
+  }
+  const std::string prefix = "streaming:";
+  if (spec.rfind(prefix, 0) == 0) {
+    const auto f = spec.substr(prefix.size());
+    FS_CHECK(!f.empty() && f.find_first_not_of("0123456789") == std::string::npos && std::stoll(f) >= 1,
+             "federation.overlap = '", spec, "': the fragment count F of streaming:F must be a positive integer");
+    o.mode = "streaming";
+    o.fragments = std::stoll(f);
+    return o;
+  }
+  throw Error(cat("federation.overlap must be none, delayed or streaming:F, got '", spec, "'"));
+}
+
+Schedule::Schedule(int64_t sync_every, int64_t last_step, int64_t tokens_per_step, Overlap overlap, size_t units)
+    : sync_every_(sync_every), last_step_(last_step), tokens_per_step_(tokens_per_step), overlap_(overlap),
+      units_(units), steps_since_(static_cast<size_t>(overlap.fragments), 0) {
+  FS_CHECK(overlap_.fragments <= static_cast<int64_t>(units_), "federation.overlap = streaming:", overlap_.fragments,
+           " needs at least as many units as fragments; the model has ", units_);
+  FS_CHECK(sync_every_ % overlap_.fragments == 0, "federation.overlap = streaming:", overlap_.fragments,
+           " needs parallel.sync_every (", sync_every_, ") to be a multiple of the fragment count");
+}
+
+int64_t Schedule::fragment(int64_t step) const {
+  if (step == last_step_ || overlap_.fragments == 1) return -1;
+  return (step / interval() - 1) % overlap_.fragments;
+}
+
+std::vector<size_t> Schedule::units(int64_t step) const {
+  const int64_t f = fragment(step);
+  std::vector<size_t> out;
+  for (size_t u = 0; u < units_; ++u)
+    if (f < 0 || static_cast<int64_t>(u) % overlap_.fragments == f) out.push_back(u);
+  return out;
+}
+
+double Schedule::weight(int64_t step) const {
+  const int64_t f = fragment(step);
+  // A last round over fragments of different ages: every group's counters differ by the same steps, and
+  // only the groups' ratio of weights matters.
+  const int64_t steps = f < 0 ? steps_since_sync() : steps_since_[static_cast<size_t>(f)];
+  return static_cast<double>(steps * tokens_per_step_);
+}
+
+void Schedule::count_sync(int64_t step) {
+  const int64_t f = fragment(step);
+  for (size_t i = 0; i < steps_since_.size(); ++i)
+    if (f < 0 || static_cast<int64_t>(i) == f) steps_since_[i] = 0;
+  ++syncs_;
+}
+
+void Schedule::restore(int64_t step, int64_t steps_since_sync, int64_t syncs) {
+  syncs_ = syncs;
+  if (overlap_.fragments == 1) {
+    steps_since_[0] = steps_since_sync;
+    return;
+  }
+  // Fragment f was last averaged after the latest step s <= `step` with fragment(s) == f (or never).
+  for (int64_t f = 0; f < overlap_.fragments; ++f) {
+    int64_t last = 0;
+    for (int64_t s = step; s >= 1 && s > step - sync_every_; --s)
+      if (due(s) && s != last_step_ && fragment(s) == f) {
+        last = s;
+        break;
+      }
+    steps_since_[static_cast<size_t>(f)] = step - last;
+  }
+}
+
+}  // namespace fedshard::federation

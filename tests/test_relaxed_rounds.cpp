@@ -1,0 +1,242 @@
+// Relaxed rounds (federation.overlap, federation.compress; docs/federation.md): delayed and streaming rounds
+// against an independent float64 reference of the stated rule (one single-process trainer per group, the
+// outer step written out here), and int8 error feedback conserving the groups' deltas.
+#include <ATen/core/grad_mode.h>
+#include <gtest/gtest.h>
+
+#include "engine_fixture.h"
+#include "federation/schedule.h"
+#include "reference.h"
+#include "train/checkpoint.h"
+
+using namespace fedshard;
+
+namespace {
+
+using Params = std::map<std::string, at::Tensor>;
+
+int world_size() { return comm::MpiRuntime::get().world_size(); }
+int world_rank() { return comm::MpiRuntime::get().world_rank(); }
+
+parallel::ShardingOptions f64() {
+  parallel::ShardingOptions o;
+  o.master_dtype = o.compute_dtype = at::kDouble;
+  return o;
+}
+
+struct FlCase {
+  const char* name;
+  int group_size, shard_size;
+};
+
+// Two groups of S = N/2 with DDP, FSDP and (S >= 4) HSDP inside.
+std::vector<FlCase> fl_cases() {
+  const int s = world_size() / 2;
+  std::vector<FlCase> c{{"fl-ddp", s, 1}, {"fl-fsdp", s, s}};
+  if (s >= 4) c.push_back({"fl-hsdp", s, 2});
+  return c;
+}
+
+// The outer step on whole models, written out: FedAvg takes the mean; Nesterov (torch.optim.SGD, nesterov=True)
+// steps the global model along (global - mean) with momentum.
+struct ReferenceOuter {
+  std::string name;
+  double lr = 0.7, momentum = 0.9;
+  Params global, buf;
+  Params step(const Params& mean, const std::vector<std::string>& names) {
+    for (const auto& n : names) {
+      if (name == "fedavg") {
+        global[n] = mean.at(n).clone();
+        continue;
+      }
+      const auto delta = global.at(n) - mean.at(n);
+      buf[n] = buf.count(n) ? buf[n] * momentum + delta : delta.clone();
+      global[n] = global.at(n) - lr * (delta + momentum * buf[n]);
+    }
+    return global;
+  }
+};
+
+// Runs `steps` steps of two groups with federation.overlap = `overlap` (K = 4) and checks every group's model
+// against the reference: at a boundary the round in flight (if any) is applied as
+// model <- new global + (model - model at its start), then the next round starts from the models as they are;
+// the last step applies the round in flight and averages everything at once.
+void expect_overlap_matches_reference(const FlCase& c, const std::string& overlap, const std::string& outer,
+                                      int steps) {
+  const auto cfg = reference::tiny_config();
+  const int64_t rows = 2, seq = 10, k = 4;
+  const double lr = 1e-2;
+  federation::FederationOptions fed;
+  fed.outer = {outer, 0.7, 0.9};
+  fed.overlap = true;
+  fixture::Engine e(cfg, {c.group_size, c.shard_size, 0}, f64(), "adamw", /*federated=*/true, fed);
+  const auto ov = federation::parse_overlap(overlap);
+  federation::Schedule schedule(k, steps, c.group_size * rows * seq, ov, e.sharded->units().size());
+  const int g = e.topo->coords().group;
+
+  // Which parameters each fragment holds: unit u is in fragment u mod F.
+  std::vector<std::vector<std::string>> fragment_names(ov.fragments);
+  const auto units = train::unit_layout(cfg);
+  std::vector<std::string> all_names;
+  for (size_t u = 0; u < units.size(); ++u)
+    for (const auto& entry : units[u].entries) {
+      fragment_names[u % ov.fragments].push_back(entry.name);
+      all_names.push_back(entry.name);
+    }
+
+  reference::ReferenceOptions ro;
+  ro.lr = lr;
+  std::vector<reference::ReferenceTrainer> refs;
+  for (int i = 0; i < 2; ++i) refs.emplace_back(cfg, 5, ro);
+  ReferenceOuter ref_outer{outer};
+  ref_outer.global = refs[0].parameters();
+  std::vector<Params> sent(2);
+  std::vector<std::string> in_flight;  // names of the reference's round in flight
+  Params in_flight_global;
+
+  auto start_round = [&](const std::vector<std::string>& names) {
+    Params mean;
+    for (int i = 0; i < 2; ++i) sent[i] = refs[i].parameters();
+    for (const auto& n : names) mean[n] = (sent[0].at(n) + sent[1].at(n)) / 2.0;
+    in_flight_global = ref_outer.step(mean, names);
+    in_flight = names;
+  };
+  auto apply_round = [&] {
+    for (int i = 0; i < 2; ++i) {
+      auto p = refs[i].parameters();
+      for (const auto& n : in_flight) p[n] = in_flight_global.at(n) + (p.at(n) - sent[i].at(n));
+      refs[i].set_parameters(p);
+    }
+    in_flight.clear();
+  };
+
+  const int64_t tick = k / ov.fragments;
+  for (int s = 1; s <= steps; ++s) {
+    auto batch = reference::synthetic_batch(s, rows * world_size(), seq, cfg.vocab_size);
+    e.step(batch, world_rank() * rows, rows, lr, 0.0, e.topo->group());
+    for (int i = 0; i < 2; ++i) refs[i].step(batch.narrow(0, i * c.group_size * rows, c.group_size * rows));
+
+    schedule.count_step();
+    if (schedule.due(s)) {
+      if (e.aggregator->in_flight()) e.aggregator->finish();
+      e.aggregator->begin(schedule.units(s), schedule.weight(s), false);
+      schedule.count_sync(s);
+      if (!schedule.leave_in_flight(s)) e.aggregator->finish();
+    } else {
+      e.aggregator->progress();
+    }
+
+    if (s % tick == 0 || s == steps) {
+      if (!in_flight.empty()) apply_round();
+      if (s == steps) {
+        start_round(all_names);
+        apply_round();
+      } else {
+        start_round(fragment_names[(s / tick - 1) % ov.fragments]);
+      }
+    }
+    EXPECT_LE(fixture::max_abs_diff(e.sharded->full_parameters(), refs[g].parameters()), 1e-9)
+        << c.name << " " << overlap << " " << outer << " step " << s;
+  }
+  EXPECT_LE(fixture::max_abs_diff(refs[0].parameters(), refs[1].parameters()), 1e-12) << "the last round ends equal";
+}
+
+}  // namespace
+
+TEST(RelaxedRounds, DelayedRoundsFollowTheStatedRule) {
+  if (world_size() < 2) GTEST_SKIP() << "needs two groups";
+  for (const auto& c : fl_cases())
+    for (const char* outer : {"fedavg", "nesterov"}) expect_overlap_matches_reference(c, "delayed", outer, 10);
+}
+
+TEST(RelaxedRounds, StreamingFragmentsFollowTheStatedRule) {
+  if (world_size() < 2) GTEST_SKIP() << "needs two groups";
+  for (const auto& c : fl_cases())
+    for (const char* outer : {"fedavg", "nesterov"}) expect_overlap_matches_reference(c, "streaming:2", outer, 11);
+}
+
+// Error feedback: over the rounds, (what reached the global model) + (every residual still held) equals the sum
+// of the groups' true weighted deltas. Checked per slice, over the ranks that hold it in each group.
+TEST(RelaxedRounds, Int8ErrorFeedbackConservesTheGroupsDeltas) {
+  if (world_size() < 2) GTEST_SKIP() << "needs two groups";
+  const auto cfg = reference::tiny_config();
+  const int64_t rows = 2, seq = 10;
+  for (const auto& c : fl_cases()) {
+    federation::FederationOptions fed;
+    fed.compress = "int8";
+    fed.compress_block = 8;
+    fixture::Engine e(cfg, {c.group_size, c.shard_size, 0}, f64(), "adamw", /*federated=*/true, fed);
+    auto& seg = *e.topo->segments().front().comm;  // equal groups: one segment, one rank of each group
+    auto slices = [&] {
+      std::vector<at::Tensor> out;
+      for (const auto& s : e.aggregator->state()) out.push_back(s.at("global").clone());
+      return out;
+    };
+    // This rank's slice of its group's model: the slice range of the aggregator's state.
+    auto local = [&](size_t u) {
+      auto& flat = e.sharded->units()[u]->flat();
+      const auto [a, b] = e.topo->layout().slice_range(flat.padded_numel(), world_rank());
+      return flat.shard().detach().narrow(0, a - flat.shard_offset(), b - a).clone();
+    };
+    const auto start = slices();
+    std::vector<at::Tensor> true_deltas;
+    for (const auto& t : start) true_deltas.push_back(at::zeros_like(t));
+    for (int s = 1; s <= 12; ++s) {
+      auto batch = reference::synthetic_batch(s, rows * world_size(), seq, cfg.vocab_size);
+      e.step(batch, world_rank() * rows, rows, 1e-2, 0.0, e.topo->group());
+      if (s % 3 != 0) continue;
+      const auto before = slices();
+      for (size_t u = 0; u < before.size(); ++u) {
+        auto d = (local(u) - before[u]) * 0.5;  // two equal groups: weight 1/2 each
+        seg.all_reduce(d, comm::ReduceOp::Sum, comm::Traffic::Control)->wait();
+        true_deltas[u] += d;
+      }
+      e.aggregator->sync(1.0);
+    }
+    const auto end = slices();
+    double worst = 0, lost = 0;
+    for (size_t u = 0; u < end.size(); ++u) {
+      const auto& st = e.aggregator->state()[u];
+      auto held = st.at("residual") + st.at("mean_residual");
+      seg.all_reduce(held, comm::ReduceOp::Sum, comm::Traffic::Control)->wait();
+      worst = std::max(worst, (end[u] - start[u] + held - true_deltas[u]).abs().max().item<double>());
+      lost = std::max(lost, held.abs().max().item<double>());
+    }
+    EXPECT_LE(worst, 1e-9) << c.name;
+    EXPECT_GT(lost, 1e-8) << c.name << ": int8 lost nothing, so nothing was tested";
+  }
+}
+
+// Compressed rounds move the delta in 1 + 4/block bytes per element (int8) or 2 (bf16) instead of 8 (float64
+// master): an all-to-all and an all-gather of G chunks per slice, each chunk whole blocks, each sending (G-1)
+// chunks per rank, where the plain round's all-reduce sends 2(G-1)/G of the slice.
+TEST(RelaxedRounds, CompressedRoundsSendTheirShareOfTheBytes) {
+  if (world_size() < 2) GTEST_SKIP() << "needs two groups";
+  const auto cfg = reference::tiny_config();
+  const int s = world_size() / 2, groups = 2;
+  const int64_t block = 64;
+  double slice_elements = 0, chunks_int8 = 0, chunks_bf16 = 0;
+  auto round_bytes = [&](const std::string& compress) {
+    federation::FederationOptions fed;
+    fed.compress = compress;
+    fed.compress_block = block;
+    fixture::Engine e(cfg, {s, s, 0}, f64(), "adamw", /*federated=*/true, fed);
+    slice_elements = chunks_int8 = chunks_bf16 = 0;
+    for (const auto& u : e.sharded->units()) {
+      const auto [a, b] = e.topo->layout().slice_range(u->flat().padded_numel(), world_rank());
+      slice_elements += static_cast<double>(b - a);
+      chunks_int8 += static_cast<double>((b - a + groups * block - 1) / (groups * block) * block);
+      chunks_bf16 += static_cast<double>((b - a + groups - 1) / groups);
+    }
+    const auto before = comm::Ledger::instance().snapshot();
+    e.aggregator->sync(1.0);
+    const auto d = comm::Ledger::instance().snapshot() - before;
+    double bytes = 0;
+    for (comm::Tier t : comm::kTiers) bytes += d.at(t, comm::Traffic::Data).bus_bytes;
+    return bytes;
+  };
+  const double plain = round_bytes("none"), bf16 = round_bytes("bf16"), int8 = round_bytes("int8");
+  EXPECT_DOUBLE_EQ(plain, 2.0 * (groups - 1) / groups * slice_elements * 8);
+  EXPECT_DOUBLE_EQ(bf16, 2.0 * (groups - 1) * chunks_bf16 * 2);
+  EXPECT_DOUBLE_EQ(int8, 2.0 * (groups - 1) * chunks_int8 * (1 + 4.0 / block));
+}
