@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checkpoints that survive kill -9: a run killed mid-training, mid-checkpoint-write, or as a whole job resumes
-# from its last complete checkpoint and reproduces the uninterrupted run's float32 losses bit for bit (fsdp, and
-# fl-hsdp killed mid-round); a topology-changing resume; NaN, full disk and corrupted checkpoints.
+# from its last complete checkpoint and reproduces the uninterrupted run's float32 losses bit for bit (fsdp,
+# fl-hsdp killed mid-round, relaxed rounds killed with a round in flight); a topology-changing resume; NaN, full disk and corrupted checkpoints.
 # Usage: resume.sh FEDSHARD_BINARY
 set -u
 bin=$1
@@ -70,6 +70,24 @@ FEDSHARD_FAULT=kill:5:9 run 8 "$tmp/runs/fl" --strategy fl-hsdp --group-size 4 -
 run 8 "$tmp/runs/fl" --strategy fl-hsdp --group-size 4 --shard-size 2 --sync-every 4 --set checkpoint.every=6 \
   --resume auto || fail "resume fl-hsdp"
 same_losses "fl-hsdp killed mid-round, resume" "$tmp/runs/fl" "$tmp/runs/ref-fl"
+
+# 4b. Relaxed rounds killed the same way; the step-6 checkpoint holds a round in flight (begun at step 4 under
+# delayed, at step 6 under streaming:2), saved with its outcome and applied after the resume where it would
+# have been. Each mode once: delayed + int8 (error feedback residuals) + nesterov, streaming + bf16.
+relaxed() {  # NAME ARGS...
+  local name=$1
+  shift
+  run 4 "$tmp/runs/ref-$name" "$@" --sync-every 4 --set checkpoint.every=6 || fail "reference $name run"
+  FEDSHARD_FAULT=kill:1:9 run 4 "$tmp/runs/$name" "$@" --sync-every 4 --set checkpoint.every=6 \
+    && fail "killed $name run exited 0"
+  tr -d ' \n' <"$tmp/runs/$name/checkpoints/step-00000006/meta.json" | grep -q '"round_in_flight":\[[0-9]' \
+    || fail "$name: the step-6 checkpoint has no round in flight"
+  run 4 "$tmp/runs/$name" "$@" --sync-every 4 --set checkpoint.every=6 --resume auto || fail "resume $name"
+  same_losses "$name killed with a round in flight, resume" "$tmp/runs/$name" "$tmp/runs/ref-$name"
+}
+relaxed delayed-int8 --strategy fl-fsdp --group-size 2 --overlap delayed --compress int8 \
+  --set federation.outer_optimizer=nesterov --set federation.outer_lr=0.7
+relaxed streaming-bf16 --strategy fl-ddp --group-size 2 --overlap streaming:2 --compress bf16
 
 # 5. Topology-changing resume: the fsdp checkpoint of 4 ranks (step 8) continued by fl-hsdp on 8 ranks.
 run 8 "$tmp/runs/reshaped" --strategy fl-hsdp --group-size 4 --shard-size 2 --sync-every 2 \
