@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "federation/schedule.h"
 #include "plan/cost_model.h"
 #include "util/error.h"
 #include "util/int_list.h"
@@ -34,6 +35,8 @@ struct PlanArgs {
   std::string reduce_dtype;
   bool reshard_after_forward = true;
   std::string activation_checkpointing = "auto";
+  std::string compress = "none", federation_overlap = "none";
+  int64_t compress_block = 256;
   bool json = false;
 };
 
@@ -58,6 +61,9 @@ void print_table(const plan::Cluster& c, const plan::Workload& w, const std::vec
   std::printf("per rank per step: %lld x %lld tokens; %d B/element gathered, %d B reduced/aggregated, %d B master; "
               "overlap %s\n", static_cast<long long>(w.batch_per_rank), static_cast<long long>(w.seq_len),
               w.param_bytes, w.reduce_bytes, w.master_bytes, w.overlap ? "on" : "off");
+  if (w.compress != "none" || w.round_overlap != "none")
+    std::printf("federation rounds: compress %s (block %lld), overlap %s\n", w.compress.c_str(),
+                static_cast<long long>(w.compress_block), w.round_overlap.c_str());
   for (comm::Tier t : comm::kTiers) {
     const auto& l = c.links[static_cast<int>(t)];
     std::printf("link %-11s %s\n", comm::tier_name(t), comm::describe(l).c_str());
@@ -101,7 +107,9 @@ nlohmann::json to_json(const plan::Cluster& c, const plan::Workload& w, const st
   j["workload"] = {{"model", w.params_override > 0 ? "params" : w.model.name},
                    {"params", w.params_override > 0 ? w.params_override : w.model.param_count()},
                    {"batch_per_rank", w.batch_per_rank}, {"seq_len", w.seq_len}, {"param_bytes", w.param_bytes},
-                   {"reduce_bytes", w.reduce_bytes}, {"master_bytes", w.master_bytes}, {"overlap", w.overlap}};
+                   {"reduce_bytes", w.reduce_bytes}, {"master_bytes", w.master_bytes}, {"overlap", w.overlap},
+                   {"compress", w.compress}, {"compress_block", w.compress_block},
+                   {"federation_overlap", w.round_overlap}};
   for (const auto& p : plans) {
     nlohmann::json e;
     e["strategy"] = p.spec.strategy.name();
@@ -128,6 +136,7 @@ nlohmann::json to_json(const plan::Cluster& c, const plan::Workload& w, const st
     e["compute_s"] = p.compute_seconds;
     e["step_comm_s"] = p.step_comm_seconds;
     e["round_comm_s"] = p.round_comm_seconds;
+    e["round_exposed_s"] = p.round_exposed_seconds;
     e["step_s"] = p.step_seconds;
     e["tokens_per_s"] = p.tokens_per_second;
     e["speedup_vs_fsdp"] = p.speedup_vs_fsdp;
@@ -181,6 +190,11 @@ Command add_plan(CLI::App& app) {
   sub->add_option("--reshard-after-forward", a->reshard_after_forward, "true: 2 gathers per unit per step");
   sub->add_option("--activation-checkpointing", a->activation_checkpointing, "auto | on | off")
       ->check(CLI::IsMember({"auto", "on", "off"}));
+  sub->add_option("--compress", a->compress, "federation.compress: none | bf16 | int8 (the round's deltas on the wire)")
+      ->check(CLI::IsMember({"none", "bf16", "int8"}));
+  sub->add_option("--compress-block", a->compress_block, "federation.compress_block: int8 elements per scale");
+  sub->add_option("--federation-overlap", a->federation_overlap,
+                  "federation.overlap: none | delayed | streaming:F (the round hides behind the next K steps)");
   sub->add_flag("--json", a->json, "print JSON instead of the table");
 
   c.run = [a] {
@@ -218,6 +232,12 @@ Command add_plan(CLI::App& app) {
     w.overlap = a->overlap == "on";
     w.reshard_after_forward = a->reshard_after_forward;
     w.activation_checkpointing = a->activation_checkpointing;
+    FS_CHECK(a->compress_block > 0 && a->compress_block % 4 == 0, "--compress-block must be a positive multiple of 4, got ",
+             a->compress_block);
+    federation::parse_overlap(a->federation_overlap);
+    w.compress = a->compress;
+    w.compress_block = a->compress_block;
+    w.round_overlap = a->federation_overlap;
 
     std::vector<plan::StrategySpec> specs;
     if (a->strategies.empty() || (a->strategies.size() == 1 && a->strategies[0] == "all")) {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <sstream>
 
+#include "federation/codec.h"
+#include "federation/schedule.h"
 #include "util/error.h"
 
 namespace fedshard::plan {
@@ -182,7 +184,17 @@ RankBytes rank_bytes(const comm::Layout& l, int rank, const Cluster& cluster, co
     if (s.strategy.federated) {
       for (const auto& [seg, c] : segments) {
         const auto [sa, sb] = l.segment_range(seg, static_cast<int64_t>(padded));
-        add(c, comm::Collective::AllReduce, static_cast<double>(sb - sa) * w.reduce_bytes, true, false);
+        if (w.compress == "none") {
+          add(c, comm::Collective::AllReduce, static_cast<double>(sb - sa) * w.reduce_bytes, true, false);
+          continue;
+        }
+        // Mirrors Aggregator::issue_compressed: G chunks of whole granules, all-to-all then all-gather.
+        const federation::Codec codec(w.compress, w.compress_block);
+        const int64_t g = c.size, granule = codec.granule();
+        const int64_t chunk = (sb - sa + g * granule - 1) / (g * granule) * granule;
+        const double wire = static_cast<double>(g * codec.encoded_bytes(chunk));
+        add(c, comm::Collective::AllToAll, wire, true, false);
+        add(c, comm::Collective::AllGather, wire, true, false);
       }
       add(replica, comm::Collective::AllGather, shard_len * w.master_bytes, true, false);
     }
@@ -240,7 +252,9 @@ StrategyPlan plan_strategy(const Cluster& cluster, const Workload& w, const Stra
   }
 
   const double k = s.strategy.federated ? s.sync_every : 1.0;
+  double round_control_seconds = 0;
   for (const auto& c : p.collectives) {
+    if (c.per_round && c.control) round_control_seconds += c.seconds * c.count;
     const int t = static_cast<int>(c.tier);
     const double bytes = comm::ring_bus_bytes(c.kind, c.full_bytes, c.ranks) * c.count;
     const double secs = c.seconds * c.count;
@@ -280,10 +294,16 @@ StrategyPlan plan_strategy(const Cluster& cluster, const Workload& w, const Stra
   double control_seconds = 0;
   for (const auto& c : p.collectives)
     if (c.control && !c.per_round) control_seconds += c.seconds;
-  // An aggregation round has no compute to hide behind: it adds its whole time every K steps.
+  // A plain aggregation round has no compute to hide behind: it adds its whole time every K steps. Left in
+  // flight (delayed, or streaming's F fragments of 1/F each every K/F steps) its data moves on the federation
+  // lane during the next K steps and only what does not fit shows; the weight/stop agreement always shows.
   const double inner = w.overlap ? simulate_step(times, recompute, control_seconds + w.optimizer_seconds)
                                  : p.compute_seconds + p.step_comm_seconds;
-  p.step_seconds = inner + p.round_comm_seconds / k;
+  double round_exposed = p.round_comm_seconds;
+  if (w.round_overlap != "none")
+    round_exposed = round_control_seconds + std::max(0.0, p.round_comm_seconds - round_control_seconds - k * inner);
+  p.round_exposed_seconds = round_exposed;
+  p.step_seconds = inner + round_exposed / k;
   p.tokens_per_second = tokens_per_rank * world / p.step_seconds;
   p.state_bytes_per_rank = 16.0 * shard_total + 2.0 * largest * w.param_bytes;
   p.fits_memory = cluster.memory_bytes_per_rank <= 0 || p.state_bytes_per_rank <= cluster.memory_bytes_per_rank;

@@ -56,6 +56,10 @@ struct Workload {
   double optimizer_seconds = 0;  // the part of compute_seconds spent in the optimizer step (cannot overlap)
   bool overlap = true;
   bool reshard_after_forward = true;
+  // federation.compress / compress_block / overlap: the round's wire format and whether it hides behind steps.
+  std::string compress = "none";
+  int64_t compress_block = 256;
+  std::string round_overlap = "none";
   std::string activation_checkpointing = "auto";  // auto | on | off
 };
 
@@ -92,6 +96,7 @@ struct StrategyPlan {
   double compute_seconds = 0;
   double step_comm_seconds = 0;   // collectives issued every step
   double round_comm_seconds = 0;  // one aggregation round
+  double round_exposed_seconds = 0;  // what of it the steps wait for (all of it unless federation overlap)
   double step_seconds = 0;
   double tokens_per_second = 0;
   double speedup_vs_fsdp = 0;
