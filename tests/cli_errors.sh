@@ -49,6 +49,23 @@ expect "unknown link tier" "unknown network tier 'moon'" -- "${train[@]}" --link
 expect "unknown partition" "unknown partition 'zipf'" -- "${train[@]}" --partition zipf
 expect "plan: impossible group" "group size 3 does not divide the world size 512" -- \
   "$bin" plan --paper --strategy fl-fsdp:S=3
+expect "overlap without federation" "apply to fl-* strategies only" -- "${train[@]}" --strategy fsdp --overlap delayed
+expect "unknown overlap" "federation.overlap must be none, delayed or streaming:F, got 'sideways'" -- \
+  "${train[@]}" --strategy fl-ddp --overlap sideways
+expect "streaming fragments not dividing K" "needs parallel.sync_every (8) to be a multiple of the fragment count" -- \
+  "${train[@]}" --strategy fl-ddp --overlap streaming:3
+expect "streaming with time-based rounds" "it needs federation.round = steps" -- \
+  "${train[@]}" --strategy fl-ddp --overlap streaming:2 --round seconds:2
+expect "int8 block not a multiple of 4" "federation.compress_block must be a positive multiple of 4, got 6" -- \
+  "${train[@]}" --strategy fl-ddp --compress int8 --set federation.compress_block=6
+expect "unknown compression" "federation.compress must be none, bf16 or int8, got 'zip'" -- \
+  "${train[@]}" --strategy fl-ddp --compress zip
+expect "negative round time" "T of seconds:T must be a positive number of seconds" -- \
+  "${train[@]}" --strategy fl-ddp --round seconds:-1
+expect "K given twice" "federation.round = 'steps:4' disagrees with parallel.sync_every = 8" -- \
+  "${train[@]}" --strategy fl-ddp --round steps:4
+expect "slow rank outside the world" "--slow item '9=2': no rank 9 (the world has 1)" -- "${train[@]}" --slow 9=2
+expect "slow factor below 1" "the factor must be at least 1" -- "${train[@]}" --slow group:0=0.5
 expect "plan: sync every 0 steps" "--sync-every" -- "$bin" plan --paper --sync-every 0
 expect "report: not a run dir" "no metrics.jsonl in $tmp" -- "$bin" report "$tmp" --out "$tmp/rep"
 expect "export: not a checkpoint" "neither a checkpoint nor a run directory" -- "$bin" export "$tmp" --out "$tmp/exp"

@@ -119,9 +119,9 @@ void expect_overlap_matches_reference(const FlCase& c, const std::string& overla
     schedule.count_step();
     if (schedule.due(s)) {
       if (e.aggregator->in_flight()) e.aggregator->finish();
-      e.aggregator->begin(schedule.units(s), schedule.weight(s), false);
+      e.aggregator->begin(schedule.units(s), schedule.weight(s), federation::Vote{});
       schedule.count_sync(s);
-      if (!schedule.leave_in_flight(s)) e.aggregator->finish();
+      if (!schedule.leave_in_flight(s == steps)) e.aggregator->finish();
     } else {
       e.aggregator->progress();
     }
@@ -239,4 +239,52 @@ TEST(RelaxedRounds, CompressedRoundsSendTheirShareOfTheBytes) {
   EXPECT_DOUBLE_EQ(plain, 2.0 * (groups - 1) / groups * slice_elements * 8);
   EXPECT_DOUBLE_EQ(bf16, 2.0 * (groups - 1) * chunks_bf16 * 2);
   EXPECT_DOUBLE_EQ(int8, 2.0 * (groups - 1) * chunks_int8 * (1 + 4.0 / block));
+}
+
+// Groups that take different numbers of steps in a round (time-based rounds): weighted by tokens (FedAvg) or,
+// with normalize = steps, FedNova's theta_global + tau_eff sum_g p_g (theta_g - theta_global) / tau_g, with
+// p_g the group's share of the ranks and tau_eff = sum_g p_g tau_g.
+TEST(RelaxedRounds, GroupsTakingDifferentStepsAverageAsFedAvgOrFedNova) {
+  if (world_size() < 2) GTEST_SKIP() << "needs two groups";
+  const auto cfg = reference::tiny_config();
+  const int64_t rows = 2, seq = 10;
+  const int s = world_size() / 2;
+  const int taus[2] = {4, 2};
+  for (bool fednova : {false, true}) {
+    federation::FederationOptions fed;
+    fed.normalize_steps = fednova;
+    fixture::Engine e(cfg, {s, s, 0}, f64(), "adamw", /*federated=*/true, fed);
+    const int g = e.topo->coords().group;
+    std::vector<reference::ReferenceTrainer> refs;
+    for (int i = 0; i < 2; ++i) refs.emplace_back(cfg, 5, reference::ReferenceOptions{});
+    auto global = refs[0].parameters();
+    int64_t step[2] = {0, 0};
+    for (int round = 0; round < 2; ++round) {
+      for (int i = 0; i < 2; ++i)
+        for (int k = 0; k < taus[i]; ++k) {
+          ++step[i];
+          auto batch = reference::synthetic_batch(100 * i + step[i], rows * s, seq, cfg.vocab_size);
+          refs[i].step(batch);
+          if (i == g) e.step(batch, e.topo->coords().position * rows, rows, 1e-2, 0.0, e.topo->group());
+        }
+      federation::Vote v;
+      v.steps_in_round = taus[g];
+      std::vector<size_t> all(e.sharded->units().size());
+      for (size_t u = 0; u < all.size(); ++u) all[u] = u;
+      e.aggregator->begin(all, static_cast<double>(taus[g] * s * rows * seq), v);
+      e.aggregator->finish();
+      Params next;
+      for (const auto& [name, t] : global) {
+        const auto a = refs[0].parameters().at(name), b = refs[1].parameters().at(name);
+        if (fednova)
+          next[name] = t + 3.0 * (0.5 * (a - t) / 4.0 + 0.5 * (b - t) / 2.0);
+        else
+          next[name] = (4.0 * a + 2.0 * b) / 6.0;
+      }
+      global = next;
+      for (auto& r : refs) r.set_parameters(global);
+      EXPECT_LE(fixture::max_abs_diff(e.sharded->full_parameters(), global), 1e-9)
+          << (fednova ? "fednova" : "fedavg") << " round " << round;
+    }
+  }
 }

@@ -35,7 +35,7 @@ struct PlanArgs {
   std::string reduce_dtype;
   bool reshard_after_forward = true;
   std::string activation_checkpointing = "auto";
-  std::string compress = "none", federation_overlap = "none";
+  std::string compress = "none", federation_overlap = "none", slow, round = "steps";
   int64_t compress_block = 256;
   bool json = false;
 };
@@ -109,7 +109,7 @@ nlohmann::json to_json(const plan::Cluster& c, const plan::Workload& w, const st
                    {"batch_per_rank", w.batch_per_rank}, {"seq_len", w.seq_len}, {"param_bytes", w.param_bytes},
                    {"reduce_bytes", w.reduce_bytes}, {"master_bytes", w.master_bytes}, {"overlap", w.overlap},
                    {"compress", w.compress}, {"compress_block", w.compress_block},
-                   {"federation_overlap", w.round_overlap}};
+                   {"federation_overlap", w.round_overlap}, {"slow", w.slow}, {"timed_rounds", w.timed_rounds}};
   for (const auto& p : plans) {
     nlohmann::json e;
     e["strategy"] = p.spec.strategy.name();
@@ -195,6 +195,8 @@ Command add_plan(CLI::App& app) {
   sub->add_option("--compress-block", a->compress_block, "federation.compress_block: int8 elements per scale");
   sub->add_option("--federation-overlap", a->federation_overlap,
                   "federation.overlap: none | delayed | streaming:F (the round hides behind the next K steps)");
+  sub->add_option("--slow", a->slow, "emulated stragglers as in train: RANK=FACTOR,group:G=FACTOR");
+  sub->add_option("--round", a->round, "federation.round: steps | seconds:T (slow groups take fewer steps)");
   sub->add_flag("--json", a->json, "print JSON instead of the table");
 
   c.run = [a] {
@@ -238,6 +240,10 @@ Command add_plan(CLI::App& app) {
     w.compress = a->compress;
     w.compress_block = a->compress_block;
     w.round_overlap = a->federation_overlap;
+    w.slow = a->slow;
+    FS_CHECK(a->round == "steps" || a->round.rfind("seconds:", 0) == 0, "--round must be steps or seconds:T, got '",
+             a->round, "'");
+    w.timed_rounds = a->round != "steps";
 
     std::vector<plan::StrategySpec> specs;
     if (a->strategies.empty() || (a->strategies.size() == 1 && a->strategies[0] == "all")) {

@@ -20,6 +20,7 @@ struct Aggregator::Piece {
 struct Aggregator::Round {
   std::vector<size_t> units;
   double scale = 0;
+  double carry = 0;  // normalize = steps, plain rounds: the global slice's share in the new one
   std::vector<at::Tensor> sums;  // plain rounds: per unit, the weighted slice summed over each segment
   std::vector<std::vector<comm::WorkHandle>> works;
   std::vector<Piece> pieces;     // compressed rounds
@@ -38,7 +39,7 @@ Aggregator::Aggregator(parallel::ShardedModel& model, comm::Topology& topo, opti
   for (size_t u = 0; u < model_.units().size(); ++u) slices.push_back(slice_of(u, model_.units()[u]->flat().shard().detach()));
   outer_ = make_outer_optimizer(opts_.outer, slices);
   for (const auto& s : slices) {
-    if (codec_ || opts_.overlap) global_.push_back(s.clone());
+    if (codec_ || opts_.overlap || opts_.normalize_steps) global_.push_back(s.clone());
     if (codec_) {
       residual_.push_back(at::zeros_like(s));
       mean_residual_.push_back(at::zeros_like(s));
@@ -55,21 +56,51 @@ at::Tensor Aggregator::slice_of(size_t unit, const at::Tensor& shard) const {
   return shard.narrow(0, a - shard_begin, b - a);
 }
 
-bool Aggregator::agree(double weight, bool stop, double* scale) {
-  // Every segment has one rank of each group, so each yields the total weight (and the groups' stop
-  // requests); it is summed over all of this rank's segments because every member of a communicator must
-  // take part. One group has no segments to average over, but its outer optimizer still steps.
+Agreement Aggregator::agree(double weight, const Vote& vote, double* scale, double* carry) {
+  // Every segment has one rank of each group, so each yields the sums over groups (weights, votes, FedNova's
+  // sums, each group's step in its own slot); it is run on all of this rank's segments because every member
+  // of a communicator must take part. One group has no segments to average over, but its outer optimizer
+  // still steps.
+  const auto& layout = topo_.layout();
+  const int groups = layout.groups(), g = topo_.coords().group;
+  const double share = static_cast<double>(layout.group_size(g)) / layout.world();  // FedNova's p_g
+  const double tau = static_cast<double>(std::max<int64_t>(vote.steps_in_round, 1));
+  auto mine = at::zeros({8 + groups}, at::kDouble);
+  auto m = mine.accessor<double, 1>();
+  m[0] = weight;
+  m[1] = vote.stop;
+  m[2] = vote.last;
+  m[3] = vote.checkpoint;
+  m[4] = vote.evaluate;
+  m[5] = share * tau;
+  m[6] = share / tau;
+  m[7] = vote.launch_tokens;
+  m[8 + g] = static_cast<double>(vote.step);
   const auto device = model_.units().front()->flat().shard().device();
   std::vector<at::Tensor> totals;
   std::vector<comm::WorkHandle> works;
   for (const auto& s : topo_.segments()) {
-    totals.push_back(at::tensor({weight, stop ? 1.0 : 0.0}, at::kDouble).to(device));
+    totals.push_back(mine.to(device));
     works.push_back(s.comm->all_reduce(totals.back(), comm::ReduceOp::Sum, comm::Traffic::Control));
   }
   for (auto& w : works) w->wait();
-  const auto total = totals.empty() ? at::tensor({weight, stop ? 1.0 : 0.0}, at::kDouble) : totals.front().cpu();
-  *scale = weight / total[0].item<double>();
-  return total[1].item<double>() > 0;
+  const auto total = totals.empty() ? mine : totals.front().cpu();
+  const auto t = total.accessor<double, 1>();
+  Agreement a;
+  a.any.stop = t[1] > 0;
+  a.any.last = t[2] > 0;
+  a.any.checkpoint = t[3] > 0;
+  a.any.evaluate = t[4] > 0;
+  a.launch_tokens = t[7];
+  for (int i = 0; i < groups; ++i) a.steps.push_back(static_cast<int64_t>(t[8 + i]));
+  if (opts_.normalize_steps) {
+    *scale = t[5] * share / tau;  // tau_eff p_g / tau_g
+    *carry = 1.0 - t[5] * t[6];   // 1 - sum of the scales
+  } else {
+    *scale = weight / t[0];
+    *carry = 0.0;
+  }
+  return a;
 }
 
 void Aggregator::issue_sums(Round& r, double scale, at::ScalarType wire) {
@@ -141,14 +172,15 @@ void Aggregator::reduce_piece(Piece& p) {
   p.reduced = true;
 }
 
-bool Aggregator::begin(const std::vector<size_t>& units, double weight, bool stop) {
+Agreement Aggregator::begin(const std::vector<size_t>& units, double weight, const Vote& vote) {
   at::NoGradGuard no_grad;
   FS_ASSERT(!round_, "a federation round is already in flight");
-  double scale = 0;
-  const bool any_stop = agree(weight, stop, &scale);
+  double scale = 0, carry = 0;
+  const auto agreement = agree(weight, vote, &scale, &carry);
   round_ = std::make_unique<Round>();
   round_->units = units;
   round_->scale = scale;
+  round_->carry = carry;
   if (opts_.overlap)
     for (size_t u : units) round_->sent.push_back(slice_of(u, model_.units()[u]->flat().shard().detach()).clone());
   if (codec_ && !topo_.segments().empty()) {
@@ -157,7 +189,7 @@ bool Aggregator::begin(const std::vector<size_t>& units, double weight, bool sto
     const auto master = model_.units().front()->flat().shard().scalar_type();
     issue_sums(*round_, scale, opts_.reduce_dtype == at::ScalarType::Undefined ? master : opts_.reduce_dtype);
   }
-  return any_stop;
+  return agreement;
 }
 
 void Aggregator::progress() {
@@ -201,6 +233,7 @@ void Aggregator::settle(Round& r) {
     } else {
       for (auto& w : r.works[i]) w->wait();
       mean = r.sums[i].to(slice.scalar_type());
+      if (opts_.normalize_steps) mean.add_(global_[u], r.carry);
     }
     // Without overlap the new global slice is written straight into the model.
     auto target = opts_.overlap ? at::empty_like(slice) : slice;
@@ -270,7 +303,9 @@ void Aggregator::finish() {
 bool Aggregator::sync(double weight, bool stop) {
   std::vector<size_t> all(model_.units().size());
   for (size_t u = 0; u < all.size(); ++u) all[u] = u;
-  const bool any_stop = begin(all, weight, stop);
+  Vote vote;
+  vote.stop = stop;
+  const bool any_stop = begin(all, weight, vote).any.stop;
   finish();
   return any_stop;
 }

@@ -27,6 +27,24 @@
 
 namespace fedshard::federation {
 
+// What a group brings to a round; the groups' votes are agreed in the round's first, blocking all-reduce.
+struct Vote {
+  bool stop = false;        // preemption: checkpoint and exit after this round
+  bool last = false;        // the job ends with this round
+  bool checkpoint = false;  // time-based rounds: a checkpoint is due at this round
+  bool evaluate = false;    // time-based rounds: an evaluation is due at this round
+  int64_t step = 0;         // the group's step count
+  int64_t steps_in_round = 0;
+  double launch_tokens = 0;  // what the group trained on since this launch started
+};
+
+// The round's agreement: any group's flags, every group's step count, the tokens of all groups.
+struct Agreement {
+  Vote any;                     // flags: OR over groups
+  std::vector<int64_t> steps;   // per group
+  double launch_tokens = 0;     // summed over groups
+};
+
 struct FederationOptions {
   OuterOptions outer;
   std::string inner_state = "keep";  // keep | average | reset: the inner optimizer's state after a sync
@@ -36,6 +54,9 @@ struct FederationOptions {
   std::string compress = "none";  // none | bf16 | int8: what a group's delta travels as (replaces reduce_dtype)
   int64_t compress_block = 256;   // int8: elements per absmax scale
   bool overlap = false;           // rounds may stay in flight across steps (keeps the slice at begin)
+  // federation.normalize = steps (FedNova): each group's delta is divided by the steps it took, and the sum
+  // rescaled by the groups' mean steps, so groups that took more steps do not pull further.
+  bool normalize_steps = false;
 };
 
 class Aggregator {
@@ -49,9 +70,9 @@ class Aggregator {
   // same on every rank.
   bool sync(double weight, bool stop = false);
 
-  // sync() in two halves. begin: agrees on weights and stop (blocking, 16 bytes per segment) and issues the
-  // averaging of `units`; finish: waits for it and applies it. Only one round is in flight at a time.
-  bool begin(const std::vector<size_t>& units, double weight, bool stop);
+  // sync() in two halves. begin: agrees on weights and votes (blocking, (8 + G) x 8 bytes per segment) and
+  // issues the averaging of `units`; finish: waits for it and applies it. One round in flight at a time.
+  Agreement begin(const std::vector<size_t>& units, double weight, const Vote& vote);
   void finish();
   bool in_flight() const { return round_ != nullptr; }
   // Moves a compressed round in flight on to its second half once the first has arrived (call once a step).
@@ -82,7 +103,7 @@ class Aggregator {
   struct Round;
   struct Piece;
   at::Tensor slice_of(size_t unit, const at::Tensor& shard) const;
-  bool agree(double weight, bool stop, double* scale);
+  Agreement agree(double weight, const Vote& vote, double* scale, double* carry);
   // Plain rounds: the weighted slices summed over each segment (in `wire` dtype).
   void issue_sums(Round& r, double scale, at::ScalarType wire);
   // Compressed rounds: the weighted deltas, encoded chunk by chunk, all-to-all'd to their chunk owners.

@@ -22,13 +22,36 @@ Overlap parse_overlap(const std::string& spec) {
   throw Error(cat("federation.overlap must be none, delayed or streaming:F, got '", spec, "'"));
 }
 
-Schedule::Schedule(int64_t sync_every, int64_t last_step, int64_t tokens_per_step, Overlap overlap, size_t units)
+double parse_round_seconds(const std::string& spec, int64_t sync_every) {
+  if (spec == "steps") return 0;
+  const auto colon = spec.find(':');
+  const auto kind = spec.substr(0, colon), value = colon == std::string::npos ? "" : spec.substr(colon + 1);
+  double v = 0;
+  try {
+    size_t used = 0;
+    v = std::stod(value, &used);
+    if (used != value.size()) v = -1;
+  } catch (const std::exception&) {
+    v = -1;
+  }
+  if (kind == "steps") {
+    FS_CHECK(v >= 1 && v == static_cast<double>(static_cast<int64_t>(v)), "federation.round = '", spec,
+             "': K of steps:K must be a positive integer");
+    FS_CHECK(static_cast<int64_t>(v) == sync_every, "federation.round = '", spec, "' disagrees with parallel.sync_every = ",
+             sync_every, "; give K once");
+    return 0;
+  }
+  FS_CHECK(kind == "seconds", "federation.round must be steps, steps:K or seconds:T, got '", spec, "'");
+  FS_CHECK(v > 0, "federation.round = '", spec, "': T of seconds:T must be a positive number of seconds");
+  return v;
+}
+
+Schedule::Schedule(int64_t sync_every, int64_t last_step, int64_t tokens_per_step, Overlap overlap, size_t units,
+                   double round_seconds)
     : sync_every_(sync_every), last_step_(last_step), tokens_per_step_(tokens_per_step), overlap_(overlap),
-      units_(units), steps_since_(static_cast<size_t>(overlap.fragments), 0) {
+      units_(units), steps_since_(static_cast<size_t>(overlap.fragments), 0), round_seconds_(round_seconds) {
   FS_CHECK(overlap_.fragments <= static_cast<int64_t>(units_), "federation.overlap = streaming:", overlap_.fragments,
            " needs at least as many units as fragments; the model has ", units_);
-  FS_CHECK(sync_every_ % overlap_.fragments == 0, "federation.overlap = streaming:", overlap_.fragments,
-           " needs parallel.sync_every (", sync_every_, ") to be a multiple of the fragment count");
 }
 
 int64_t Schedule::fragment(int64_t step) const {
@@ -52,7 +75,16 @@ double Schedule::weight(int64_t step) const {
   return static_cast<double>(steps * tokens_per_step_);
 }
 
+bool Schedule::time_up() {
+  using Seconds = std::chrono::duration<double>;
+  const auto now = std::chrono::steady_clock::now();
+  const double step = Seconds(now - last_tick_).count();
+  last_tick_ = now;
+  return Seconds(now - round_start_).count() + step / 2 >= round_seconds_;
+}
+
 void Schedule::count_sync(int64_t step) {
+  round_start_ = last_tick_ = std::chrono::steady_clock::now();
   const int64_t f = fragment(step);
   for (size_t i = 0; i < steps_since_.size(); ++i)
     if (f < 0 || static_cast<int64_t>(i) == f) steps_since_[i] = 0;

@@ -7,9 +7,13 @@
 // Streaming DiLoCo's strided pattern) and starts one fragment's round every K/F steps, in flight until the
 // next such boundary, so every fragment is still averaged every K steps. The last step's round covers every
 // unit and finishes at once, so training ends on one global model. Checkpoints save the counters.
+//
+// federation.round = seconds:T: a group closes its round after the step that brings its wall time since the
+// round began nearest to T (so a group at half speed takes half the steps), on the clock of its first rank.
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -23,20 +27,31 @@ struct Overlap {
 // "none", "delayed", "streaming:F"; throws fedshard::Error on anything else.
 Overlap parse_overlap(const std::string& spec);
 
+// federation.round: "steps" (every parallel.sync_every steps), "steps:K" (K must agree with sync_every) or
+// "seconds:T"; returns T, 0 for step rounds. Throws fedshard::Error on anything else.
+double parse_round_seconds(const std::string& spec, int64_t sync_every);
+
 class Schedule {
  public:
   // tokens_per_step: what this rank's group trains on per step (its ranks x batch x sequence length).
-  Schedule(int64_t sync_every, int64_t last_step, int64_t tokens_per_step, Overlap overlap, size_t units);
+  // round_seconds: T of time-based rounds, 0 for rounds every sync_every steps.
+  Schedule(int64_t sync_every, int64_t last_step, int64_t tokens_per_step, Overlap overlap, size_t units,
+           double round_seconds = 0);
 
   void count_step() {
     for (auto& s : steps_since_) ++s;
   }
-  // Whether a round starts after `step`.
-  bool due(int64_t step) const { return step % interval() == 0 || step == last_step_; }
+  bool timed() const { return round_seconds_ > 0; }
+  // Time-based rounds: whether this rank's clock says the round should close after the step just taken.
+  bool time_up();
+  // Whether a round starts after `step`; time_up: the group agreed its time is up (time-based rounds).
+  bool due(int64_t step, bool time_up = false) const {
+    return step == last_step_ || (timed() ? time_up : step % interval() == 0);
+  }
   // The units of the round starting after `step` (due(step)).
   std::vector<size_t> units(int64_t step) const;
-  // Whether that round may stay in flight (it finishes at the next due step at the latest).
-  bool leave_in_flight(int64_t step) const { return overlap_.mode != "none" && step != last_step_; }
+  // Whether a round may stay in flight (it finishes at the next due step at the latest); not the last.
+  bool leave_in_flight(bool last) const { return overlap_.mode != "none" && !last; }
   // This group's weight for the round starting after `step`: tokens since those units were last averaged.
   double weight(int64_t step) const;
   void count_sync(int64_t step);
@@ -58,6 +73,8 @@ class Schedule {
   size_t units_;
   std::vector<int64_t> steps_since_;  // per fragment
   int64_t syncs_ = 0;
+  double round_seconds_;
+  std::chrono::steady_clock::time_point round_start_ = std::chrono::steady_clock::now(), last_tick_ = round_start_;
 };
 
 }  // namespace fedshard::federation

@@ -5,6 +5,7 @@
 
 #include "federation/codec.h"
 #include "federation/schedule.h"
+#include "parallel/slow_ranks.h"
 #include "util/error.h"
 
 namespace fedshard::plan {
@@ -202,7 +203,8 @@ RankBytes rank_bytes(const comm::Layout& l, int rank, const Cluster& cluster, co
   add(shard, comm::Collective::AllReduce, 8, false, true);  // global grad norm
   add(group, comm::Collective::AllReduce, 16, false, true);  // logged loss and stop request
   if (s.strategy.federated)
-    for (const auto& [seg, c] : segments) add(c, comm::Collective::AllReduce, 16, true, true);  // weight and stop
+    for (const auto& [seg, c] : segments)  // weight, votes and every group's step (Aggregator::agree)
+      add(c, comm::Collective::AllReduce, (8.0 + l.groups()) * 8, true, true);
   for (const auto& c : out.collectives)
     (c.per_round ? out.per_round : out.per_step)[static_cast<int>(c.tier)] +=
         comm::ring_bus_bytes(c.kind, c.full_bytes, c.ranks) * c.count;
@@ -305,6 +307,27 @@ StrategyPlan plan_strategy(const Cluster& cluster, const Workload& w, const Stra
   p.round_exposed_seconds = round_exposed;
   p.step_seconds = inner + round_exposed / k;
   p.tokens_per_second = tokens_per_rank * world / p.step_seconds;
+  // Stragglers: a group runs at the pace of its slowest rank. Rounds every K steps make every group wait for
+  // the slowest one; time-based rounds let each group take the steps its pace allows (a round still costs
+  // its exposed time once per fastest group's K steps).
+  const auto slow = parallel::slow_factors(w.slow, l);
+  if (*std::max_element(slow.begin(), slow.end()) > 1) {
+    std::vector<double> pace(static_cast<size_t>(l.groups()), 1.0);
+    for (int r = 0; r < world; ++r) {
+      auto& f = pace[static_cast<size_t>(l.coords(r).group)];
+      f = std::max(f, slow[static_cast<size_t>(r)]);
+    }
+    const double slowest = *std::max_element(pace.begin(), pace.end());
+    if (!w.timed_rounds) {
+      p.step_seconds = inner * slowest + round_exposed / k;
+      p.tokens_per_second = tokens_per_rank * world / p.step_seconds;
+    } else {
+      p.tokens_per_second = 0;
+      for (int g = 0; g < l.groups(); ++g)
+        p.tokens_per_second += tokens_per_rank * l.group_size(g) / (inner * pace[static_cast<size_t>(g)] + round_exposed / k);
+      p.step_seconds = inner + round_exposed / k;
+    }
+  }
   p.state_bytes_per_rank = 16.0 * shard_total + 2.0 * largest * w.param_bytes;
   p.fits_memory = cluster.memory_bytes_per_rank <= 0 || p.state_bytes_per_rank <= cluster.memory_bytes_per_rank;
   return p;

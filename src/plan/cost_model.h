@@ -60,6 +60,8 @@ struct Workload {
   std::string compress = "none";
   int64_t compress_block = 256;
   std::string round_overlap = "none";
+  std::string slow;          // train.slow: RANK=FACTOR,group:G=FACTOR (parallel/slow_ranks.h)
+  bool timed_rounds = false;  // federation.round = seconds:T: no group waits for a slower one between rounds
   std::string activation_checkpointing = "auto";  // auto | on | off
 };
 

@@ -158,6 +158,7 @@ CheckpointMeta load_checkpoint_meta(const std::string& dir, const model::ModelCo
     m.syncs = j.at("federation").value("syncs", 0);
     m.steps_since_sync = j.at("federation").value("steps_since_sync", 0);
     m.round_in_flight = j.at("federation").value("round_in_flight", std::vector<size_t>{});
+    m.group_steps = j.at("federation").value("group_steps", std::vector<int64_t>{});
     for (int g = 0; g < m.layout.groups(); ++g) m.group_ids.push_back(g);
     if (j.at("federation").contains("group_ids")) {
       m.group_ids = j.at("federation").at("group_ids").get<std::vector<int>>();
@@ -302,7 +303,8 @@ void save_checkpoint(const std::string& run_dir, int keep, const TrainingState& 
                                                 {"syncs", state.syncs},
                                                 {"group_ids", state.group_ids},
                                                 {"steps_since_sync", state.steps_since_sync},
-                                                {"round_in_flight", agg->round_units()}}
+                                                {"round_in_flight", agg->round_units()},
+                                                {"group_steps", state.group_steps}}
                                : nlohmann::json::object();
       const auto units = unit_layout(model);
       for (size_t u = 0; u < units.size(); ++u) {

@@ -46,6 +46,7 @@ struct CheckpointMeta {
   std::vector<int> group_ids;  // stable id of each group (0..G-1 until groups are lost)
   std::string outer;  // outer optimizer of the run, "" without federation
   std::vector<size_t> round_in_flight;  // units of a federation round in flight (overlap), saved settled
+  std::vector<int64_t> group_steps;     // time-based rounds: every group's step (they differ)
   std::vector<int64_t> padded;  // per unit
   std::vector<CheckpointRank> ranks;
   nlohmann::json config;
@@ -70,6 +71,7 @@ struct TrainingState {
   int64_t syncs = 0;
   std::vector<int> group_ids;  // of the run's groups
   int64_t tokens = 0;          // trained on through `step`
+  std::vector<int64_t> group_steps;  // time-based rounds: every group's step; `step` is group 0's
 };
 
 // Collective over the world. On a write failure anywhere (full or unwritable disk) every rank throws the

@@ -129,6 +129,8 @@ const std::vector<Binding>& bindings() {
       key_binding("federation.overlap", &TrainConfig::overlap, "none | delayed (a round stays in flight until the next, K steps later) | streaming:F (F fragments, one every K/F steps)"),
       key_binding("federation.compress", &TrainConfig::compress, "a group's model delta on the wire: none | bf16 | int8 (blockwise absmax, error feedback)"),
       key_binding("federation.compress_block", &TrainConfig::compress_block, "int8: elements per scale (a multiple of 4)"),
+      key_binding("federation.round", &TrainConfig::round, "steps (every parallel.sync_every steps) | steps:K | seconds:T (each group takes the steps that fit in T seconds of its own time)"),
+      key_binding("federation.normalize", &TrainConfig::normalize, "none | steps (FedNova: each group's delta divided by its steps, rescaled by the mean)"),
       key_binding("federation.eval_after_sync", &TrainConfig::eval_after_sync, "evaluate the global model after every aggregation"),
       key_binding("federation.eval_group_model", &TrainConfig::eval_group_model, "also evaluate group 0's local model before each aggregation"),
       key_binding("network.node", &TrainConfig::link_node, "emulated link of the node tier: BANDWIDTH,LATENCY (e.g. 100Gbit/s,2us)"),
@@ -142,6 +144,7 @@ const std::vector<Binding>& bindings() {
       key_binding("train.resume_groups", &TrainConfig::resume_groups, "fl-*: ids of the checkpoint's groups that continue, one per group of this run, e.g. 0,2,3 after group 1 was lost (default: the same groups)"),
       key_binding("train.steps", &TrainConfig::steps, "optimizer steps"),
       key_binding("train.seed", &TrainConfig::seed, "seed of initialization and data order"),
+      key_binding("train.slow", &TrainConfig::slow, "emulated stragglers: RANK=FACTOR,group:G=FACTOR (each named rank's compute takes FACTOR times as long)"),
       key_binding("train.out", &TrainConfig::out, "run directory"),
       key_binding("train.log_every", &TrainConfig::log_every, "steps between metrics lines"),
       key_binding("train.peak_flops", &TrainConfig::peak_flops, "peak FLOP/s per rank for MFU; 0 = measure a matmul"),
@@ -205,7 +208,12 @@ void validate(const TrainConfig& c) {
   FS_CHECK(c.outer_momentum >= 0 && c.outer_momentum < 1, "federation.outer_momentum must be in [0, 1)");
   FS_CHECK(one_of(c.inner_state, {"keep", "average", "reset"}), "federation.inner_state must be keep, average or reset, got '",
            c.inner_state, "'");
-  federation::parse_overlap(c.overlap);
+  const auto overlap = federation::parse_overlap(c.overlap);
+  FS_CHECK(c.sync_every % overlap.fragments == 0, "federation.overlap = ", c.overlap,
+           " needs parallel.sync_every (", c.sync_every, ") to be a multiple of the fragment count");
+  FS_CHECK(federation::parse_round_seconds(c.round, c.sync_every) == 0 || overlap.fragments == 1,
+           "federation.overlap = ", c.overlap, " staggers fragments by steps; it needs federation.round = steps");
+  FS_CHECK(one_of(c.normalize, {"none", "steps"}), "federation.normalize must be none or steps, got '", c.normalize, "'");
   FS_CHECK(one_of(c.compress, {"none", "bf16", "int8"}), "federation.compress must be none, bf16 or int8, got '",
            c.compress, "'");
   FS_CHECK(c.compress_block > 0 && c.compress_block % 4 == 0,

@@ -61,6 +61,8 @@ struct TrainConfig {
   std::string overlap = "none";      // none | delayed | streaming:F (federation/schedule.h)
   std::string compress = "none";     // none | bf16 | int8: a group's delta on the wire (federation/codec.h)
   int64_t compress_block = 256;      // int8: elements per absmax scale
+  std::string round = "steps";       // steps | steps:K | seconds:T (federation/schedule.h)
+  std::string normalize = "none";    // none | steps (FedNova: deltas divided by the steps each group took)
   bool eval_after_sync = true;       // evaluate the global model after every aggregation
   bool eval_group_model = false;     // also evaluate group 0's local model before each aggregation
   // [network] link emulation per tier: "BANDWIDTH,LATENCY" (e.g. "1Gbit/s,500us"); empty = real network
@@ -82,6 +84,7 @@ struct TrainConfig {
   int64_t log_every = 1;
   double peak_flops = 0;  // per rank, for MFU; 0: measure a float32 matmul at start-up
   bool defer_host_sync = true;  // loss and grad norm stay on the device until the step's log line
+  std::string slow;  // emulated stragglers: RANK=FACTOR,group:G=FACTOR (parallel/slow_ranks.h)
 
   nlohmann::json to_json() const;
 };

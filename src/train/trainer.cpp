@@ -17,6 +17,7 @@
 #include "comm/mpi_runtime.h"
 #include "model/hf_adapter.h"
 #include "model/layers.h"
+#include "parallel/slow_ranks.h"
 #include "data/manifest.h"
 #include "train/evaluator.h"
 #include "train/fault_injection.h"
@@ -175,9 +176,11 @@ TrainSetup prepare_training(const TrainConfig& cfg, int world_size, int world_ra
   s.val = std::make_shared<data::TokenDataset>(cfg.data_dir, "val", cfg.seq_len, s.model.vocab_size);
   const auto& layout = s.layout;
   s.partition = data::partition_windows(*s.train, cfg.partition, layout.group_sizes(), cfg.seed);
-  FS_CHECK(s.strategy.federated || (cfg.overlap == "none" && cfg.compress == "none"), "federation.overlap = ",
-           cfg.overlap, " and federation.compress = ", cfg.compress, " apply to fl-* strategies only (strategy ",
-           cfg.strategy, " has no rounds)");
+  FS_CHECK(s.strategy.federated || (cfg.overlap == "none" && cfg.compress == "none" && cfg.round == "steps" &&
+                                    cfg.normalize == "none"),
+           "federation.overlap, compress, round and normalize apply to fl-* strategies only (strategy ", cfg.strategy,
+           " has no rounds)");
+  parallel::slow_factors(cfg.slow, s.layout);
   if (world_rank == 0) ensure_writable_dir(cfg.out);
   validate_fault_plan();
   if (!cfg.resume.empty()) {
@@ -224,6 +227,8 @@ struct Trainer::StepResult {
   double grad_norm = 0;
   double seconds = 0;
   double optimizer_seconds = 0;
+  double round_seconds = 0;  // the training thread's wait in the federation round's calls
+  federation::Agreement round;  // when aggregated
   comm::LedgerSnapshot comm;
 };
 
@@ -235,17 +240,22 @@ Trainer::Trainer(TrainSetup setup) : s_(std::move(setup)) {
   sharded_ = engine_.sharded.get();
   lr_ = {cfg.lr, cfg.lr * cfg.min_lr_ratio, cfg.warmup_steps >= 0 ? cfg.warmup_steps : cfg.steps / 10, cfg.steps};
   if (engine_.aggregator)
-    rounds_.emplace(cfg.sync_every, cfg.steps,
-                    topo_->layout().group_size(topo_->coords().group) * cfg.batch_size * cfg.seq_len,
-                    federation::parse_overlap(cfg.overlap), sharded_->units().size());
+    rounds_.emplace(cfg.sync_every, cfg.steps, group_tokens_per_step(), federation::parse_overlap(cfg.overlap),
+                    sharded_->units().size(), federation::parse_round_seconds(cfg.round, cfg.sync_every));
+  slow_ = parallel::slow_factors(cfg.slow, topo_->layout()).at(static_cast<size_t>(topo_->world_rank()));
   make_sampler();
   if (s_.resume) {
     const auto st = restore_checkpoint(*s_.resume, *topo_, s_.strategy.name(), *sharded_, *engine_.optimizer,
                                        engine_.aggregator.get(), s_.continues);
     start_step_ = st.step + 1;
+    // Time-based rounds: every group goes on from its own step.
+    if (!s_.resume->group_steps.empty() && same_layout(*s_.resume, topo_->layout(), s_.strategy.name()))
+      start_step_ = s_.resume->group_steps.at(static_cast<size_t>(topo_->coords().group)) + 1;
     tokens_before_start_ = st.tokens;
     if (rounds_) rounds_->restore(st.step, st.steps_since_sync, st.syncs);
   }
+  tokens_agreed_ = tokens_before_start_;
+  step_agreed_ = start_step_ - 1;
   peak_flops_ = cfg.peak_flops > 0 ? cfg.peak_flops : measure_matmul_flops(sharded_->options().device);
   resolved_ = resolved_config();
   open_run_files();
@@ -295,7 +305,8 @@ EngineSpec Trainer::engine_spec(at::Device device) const {
                                                  e.sharding.reduce_dtype,
                                                  cfg.compress,
                                                  cfg.compress_block,
-                                                 cfg.overlap != "none"};
+                                                 cfg.overlap != "none",
+                                                 cfg.normalize == "steps"};
   if (!s_.init_from.empty()) {
     auto weights = std::make_shared<SafetensorsFile>((std::filesystem::path(s_.init_from) / "model.safetensors").string());
     e.init = [weights](const model::ParamSlot& slot) { slot.tensor->copy_(weights->tensor(model::to_hf_name(slot.name))); };
@@ -382,7 +393,13 @@ void Trainer::open_run_files() {
 
 Trainer::~Trainer() = default;
 
+int64_t Trainer::group_tokens_per_step() const {
+  return topo_->layout().group_size(topo_->coords().group) * s_.cfg.batch_size * s_.cfg.seq_len;
+}
+
 int64_t Trainer::tokens_through(int64_t step) const {
+  // Time-based rounds: groups take different numbers of steps; the others' are known as of the last round.
+  if (rounds_ && rounds_->timed()) return tokens_agreed_ + (step - step_agreed_) * group_tokens_per_step();
   return tokens_before_start_ + (step - start_step_ + 1) * topo_->layout().world() * s_.cfg.batch_size * s_.cfg.seq_len;
 }
 
@@ -429,32 +446,24 @@ Trainer::StepResult Trainer::train_step(int64_t step) {
   const auto opt0 = Clock::now();
   engine_.optimizer->step(r.lr);
   r.optimizer_seconds = std::chrono::duration<double>(Clock::now() - opt0).count();
-  if (rounds_) {
-    auto& agg = *engine_.aggregator;
-    rounds_->count_step();
-    if (rounds_->due(step)) {
-      if (s_.cfg.eval_group_model) log_eval(step, "group", topo_->group());
-      if (agg.in_flight()) agg.finish();
-      // Groups agree on a stop inside themselves every step (below) and with each other here.
-      r.stop = agg.begin(rounds_->units(step), rounds_->weight(step), group_stop_);
-      rounds_->count_sync(step);
-      if (!rounds_->leave_in_flight(step)) agg.finish();
-      r.aggregated = true;
-    } else {
-      agg.progress();
-    }
+  if (slow_ > 1) {
+    if (!device.is_cpu()) at::zeros({1}, at::TensorOptions().device(device)).item<float>();  // the step's kernels
+    std::this_thread::sleep_for(std::chrono::duration<double>((slow_ - 1) * std::chrono::duration<double>(Clock::now() - t0).count()));
   }
 
   // The logged loss is the mean over this rank's federation group: no per-step traffic crosses groups. A
-  // preemption signal rides along, so the group agrees on it without another collective.
-  auto l = at::zeros({2}, loss.options().dtype(at::kDouble));
+  // preemption signal and, under time-based rounds, the group's first rank's "time is up" ride along, so the
+  // group agrees on them without another collective.
+  auto l = at::zeros({3}, loss.options().dtype(at::kDouble));
   l[0] = loss.detach();
   l[1] = preemption_signal() != 0 ? 1.0 : 0.0;
+  l[2] = rounds_ && rounds_->timed() && topo_->coords().position == 0 && rounds_->time_up() ? 1.0 : 0.0;
   if (inject_nan(topo_->world_rank(), step)) l[0].fill_(std::nan(""));
   topo_->group().all_reduce(l, comm::ReduceOp::Mean, comm::Traffic::Control)->wait();
   const auto host = l.cpu();
   r.loss = host[0].item<double>();
   group_stop_ = host[1].item<double>() > 0;
+  const bool time_up = host[2].item<double>() > 0;
   if (topo_->layout().groups() == 1) r.stop = group_stop_;
   if (s_.cfg.defer_host_sync) r.grad_norm = grad_norm.item<double>();
   if (!std::isfinite(r.loss))
@@ -462,6 +471,44 @@ Trainer::StepResult Trainer::train_step(int64_t step) {
                     "; stopping (lower optim.lr or enable optim.grad_clip)"))
         .reported_by(topo_->coords().position == 0)
         .everywhere(topo_->layout().groups() == 1);
+
+  if (rounds_) {
+    auto& agg = *engine_.aggregator;
+    const auto& cfg = s_.cfg;
+    rounds_->count_step();
+    const bool due = rounds_->due(step, time_up);
+    if (cfg.eval_group_model && due) log_eval(step, "group", topo_->group());
+    const auto round0 = Clock::now();
+    if (due) {
+      if (agg.in_flight()) agg.finish();
+      // Groups agree on a stop inside themselves every step (above) and with each other here; time-based
+      // rounds also agree here on the evaluations and checkpoints that any group's steps made due.
+      federation::Vote v;
+      v.stop = group_stop_;
+      v.last = step == cfg.steps;
+      v.checkpoint = checkpoint_wanted_ || (cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0);
+      v.evaluate = eval_wanted_ || (cfg.eval_every > 0 && step % cfg.eval_every == 0);
+      v.step = step;
+      v.steps_in_round = rounds_->steps_since_sync();
+      v.launch_tokens = static_cast<double>((step - start_step_ + 1) * group_tokens_per_step());
+      r.round = agg.begin(rounds_->units(step), rounds_->weight(step), v);
+      r.stop = r.round.any.stop;
+      rounds_->count_sync(step);
+      if (!rounds_->leave_in_flight(r.round.any.last)) agg.finish();
+      r.aggregated = true;
+      if (rounds_->timed()) {
+        tokens_agreed_ = tokens_before_start_ + static_cast<int64_t>(r.round.launch_tokens);
+        step_agreed_ = step;
+      }
+    } else {
+      agg.progress();
+      if (rounds_->timed()) {
+        checkpoint_wanted_ = checkpoint_wanted_ || (cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0);
+        eval_wanted_ = eval_wanted_ || (cfg.eval_every > 0 && step % cfg.eval_every == 0);
+      }
+    }
+    r.round_seconds = std::chrono::duration<double>(Clock::now() - round0).count();
+  }
   r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   r.comm = comm::Ledger::instance().snapshot() - comm0;
   return r;
@@ -486,6 +533,7 @@ void Trainer::log_step(const StepResult& r) {
                     {"compute", r.seconds - r.comm.exposed_wait_seconds},
                     {"comm_exposed", r.comm.exposed_wait_seconds},
                     {"optimizer", r.optimizer_seconds},
+                    {"round", r.round_seconds},
                     {"comm_real", comm_seconds(r.comm, false)},
                     {"comm_emulated_hold", comm_seconds(r.comm, true)}}},
                   {"bytes", bytes},
@@ -523,17 +571,27 @@ TrainSummary Trainer::run() {
   const auto start = Clock::now();
   const auto comm_start = comm::Ledger::instance().snapshot();
   bool eval_due = false;
+  const bool timed = rounds_ && rounds_->timed();
+  int64_t last_step = cfg.steps;
   for (int64_t step = start_step_; step <= cfg.steps; ++step) {
     const StepResult r = train_step(step);
+    // Time-based rounds end the job at the round where the first group reaches train.steps.
+    const bool last = timed ? r.aggregated && r.round.any.last : step == cfg.steps;
     for (comm::Tier t : comm::kTiers) step_bytes_[static_cast<int>(t)] += r.comm.bus_bytes(t);
     if (step > start_step_) {  // the first step includes one-time allocation and warm-up
       step_seconds_sum_ += r.seconds;
       ++timed_steps_;
     }
-    if (step % cfg.log_every == 0 || step == cfg.steps) log_step(r);
+    if (step % cfg.log_every == 0 || last) log_step(r);
+    if (timed && r.aggregated)
+      metrics_.write({{"type", "round"}, {"step", step}, {"tokens", tokens_through(step)}, {"group_steps", r.round.steps}});
     // Under federation only an aggregation produces the global model: a due evaluation waits for the next.
-    eval_due = eval_due || step == cfg.steps || (cfg.eval_every > 0 && step % cfg.eval_every == 0) ||
-               (r.aggregated && cfg.eval_after_sync);
+    // Under time-based rounds the groups' steps differ, so what is due is what the round agreed.
+    if (timed)
+      eval_due = r.aggregated && (r.round.any.evaluate || last || cfg.eval_after_sync);
+    else
+      eval_due = eval_due || last || (cfg.eval_every > 0 && step % cfg.eval_every == 0) ||
+                 (r.aggregated && cfg.eval_after_sync);
     if (eval_due && (!rounds_ || r.aggregated)) {
       // Under overlap no step ends with the groups equal: the global model is swapped in to be evaluated.
       if (s_.cfg.overlap != "none")
@@ -541,6 +599,7 @@ TrainSummary Trainer::run() {
       else
         log_eval(step, "global", topo_->world());
       eval_due = false;
+      eval_wanted_ = false;
     }
     if (rank0) {
       const double tok_per_s = static_cast<double>(topo_->layout().world() * cfg.batch_size * cfg.seq_len) / r.seconds;
@@ -548,12 +607,17 @@ TrainSummary Trainer::run() {
       if (last_val_ppl_ > 0) std::snprintf(extra, sizeof extra, "val ppl %.3f", last_val_ppl_);
       progress.update(step, r.loss, r.lr, tok_per_s, extra);
     }
-    if ((cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0) || step == cfg.steps || r.stop)
+    const bool checkpoint = timed ? r.aggregated && (r.round.any.checkpoint || last || r.stop)
+                                  : (cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0) || last || r.stop;
+    if (checkpoint) {
+      // Time-based rounds: every group is at its own step; the checkpoint is named by group 0's.
       save_checkpoint(cfg.out, static_cast<int>(cfg.checkpoint_keep),
-                      {step, rounds_ ? rounds_->steps_since_sync() : 0, rounds_ ? rounds_->syncs() : 0, s_.group_ids,
-                       tokens_through(step)},
+                      {timed ? r.round.steps.front() : step, rounds_ ? rounds_->steps_since_sync() : 0, rounds_ ? rounds_->syncs() : 0, s_.group_ids,
+                       tokens_through(step), timed ? r.round.steps : std::vector<int64_t>{}},
                       resolved_,
                       s_.model, *topo_, *sharded_, *engine_.optimizer, engine_.aggregator.get());
+      checkpoint_wanted_ = false;
+    }
     if (r.stop) {
       progress.finish();
       if (rank0) {
@@ -565,6 +629,10 @@ TrainSummary Trainer::run() {
       summary.steps = step;
       summary.preempted = true;
       return summary;
+    }
+    if (last) {
+      last_step = step;
+      break;
     }
   }
   progress.finish();
@@ -583,7 +651,7 @@ TrainSummary Trainer::run() {
   sent = sent.to(at::kCPU);
 
   TrainSummary summary;
-  summary.steps = cfg.steps;
+  summary.steps = last_step;
   summary.final_val_loss = last_val_loss_;
   summary.final_val_ppl = last_val_ppl_;
   summary.unigram_val_ppl = s_.train->manifest().unigram_val_ppl.value_or(0.0);
@@ -605,8 +673,8 @@ TrainSummary Trainer::run() {
                     {"group_size", resolved_["resolved"]["group_size"]},
                     {"group_sizes", topo_->layout().group_sizes()},
                     {"shard_size", resolved_["resolved"]["shard_size"]},
-                    {"steps", cfg.steps},
-                    {"tokens", tokens_through(cfg.steps)},
+                    {"steps", last_step},
+                    {"tokens", tokens_through(last_step)},
                     {"wall_s", wall},
                     {"tok_per_s", summary.tok_per_s},
                     {"final_val_loss", summary.final_val_loss},

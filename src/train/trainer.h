@@ -74,6 +74,7 @@ class Trainer {
   void reopen_metrics_after(int64_t step);
   // Tokens the whole run has trained on through `step` (the world may have changed at a resume).
   int64_t tokens_through(int64_t step) const;
+  int64_t group_tokens_per_step() const;  // this rank's group: its ranks x batch x sequence length
 
   TrainSetup s_;
   int threads_ = 1;
@@ -92,6 +93,11 @@ class Trainer {
   int64_t start_step_ = 1;
   int64_t tokens_before_start_ = 0;  // trained on by the run (all its launches) before start_step_
   bool group_stop_ = false;  // this rank's group agreed on a preemption signal
+  double slow_ = 1;          // train.slow: this rank's compute stretch
+  // Time-based rounds: due evaluations/checkpoints wait for the next round's agreement; tokens of all groups
+  // as of the last round (at this rank's step step_agreed_).
+  bool checkpoint_wanted_ = false, eval_wanted_ = false;
+  int64_t tokens_agreed_ = 0, step_agreed_ = 0;
   std::array<double, comm::kNumTiers> step_bytes_{};  // this rank's, summed over its training steps
   double step_seconds_sum_ = 0;
   int64_t timed_steps_ = 0;
