@@ -80,7 +80,7 @@ Agreement Aggregator::agree(double weight, const Vote& vote, double* scale, doub
   std::vector<at::Tensor> totals;
   std::vector<comm::WorkHandle> works;
   for (const auto& s : topo_.segments()) {
-    totals.push_back(mine.to(device));
+    totals.push_back(mine.to(device, /*non_blocking=*/false, /*copy=*/true));  // one buffer per segment
     works.push_back(s.comm->all_reduce(totals.back(), comm::ReduceOp::Sum, comm::Traffic::Control));
   }
   for (auto& w : works) w->wait();

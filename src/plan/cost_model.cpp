@@ -201,7 +201,7 @@ RankBytes rank_bytes(const comm::Layout& l, int rank, const Cluster& cluster, co
     }
   }
   add(shard, comm::Collective::AllReduce, 8, false, true);  // global grad norm
-  add(group, comm::Collective::AllReduce, 16, false, true);  // logged loss and stop request
+  add(group, comm::Collective::AllReduce, 24, false, true);  // logged loss, stop request, round time up
   if (s.strategy.federated)
     for (const auto& [seg, c] : segments)  // weight, votes and every group's step (Aggregator::agree)
       add(c, comm::Collective::AllReduce, (8.0 + l.groups()) * 8, true, true);

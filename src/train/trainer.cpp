@@ -554,6 +554,7 @@ void Trainer::log_eval(int64_t step, const std::string& model_kind, comm::Commun
                   {"val_loss", r.loss},
                   {"val_ppl", r.ppl},
                   {"val_tokens", r.tokens},
+                  {"wall_s", std::chrono::duration<double>(Clock::now() - run_start_).count()},
                   {"model", model_kind}});
 }
 
@@ -569,6 +570,7 @@ TrainSummary Trainer::run() {
   const bool rank0 = topo_->world_rank() == 0;
   Progress progress(cfg.steps);
   const auto start = Clock::now();
+  run_start_ = start;
   const auto comm_start = comm::Ledger::instance().snapshot();
   bool eval_due = false;
   const bool timed = rounds_ && rounds_->timed();

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <memory>
 #include <optional>
 
@@ -99,6 +100,7 @@ class Trainer {
   bool checkpoint_wanted_ = false, eval_wanted_ = false;
   int64_t tokens_agreed_ = 0, step_agreed_ = 0;
   std::array<double, comm::kNumTiers> step_bytes_{};  // this rank's, summed over its training steps
+  std::chrono::steady_clock::time_point run_start_ = std::chrono::steady_clock::now();  // of this launch
   double step_seconds_sum_ = 0;
   int64_t timed_steps_ = 0;
 };
