@@ -18,7 +18,8 @@ cd "$(dirname "$0")/.."
 [ -f data/brown/manifest.json ] || { echo "run make demo (or scripts/fetch-brown.sh + prepare-brown.sh) first" >&2; exit 1; }
 links=(node=200Mbit/s,20us inter-node=50Mbit/s,200us inter-group=20Mbit/s,2ms)
 common=(--config configs/demo.toml --batch-size 2 --threads 1 --ranks-per-node 2 --set eval.windows=64
-        --steps "$steps" --eval-every 8 --sync-every 8 --strategy fl-fsdp --group-size 2)
+        --steps "$steps" --eval-every 8 --set federation.eval_after_sync=false --sync-every 8 --strategy fl-fsdp
+        --group-size 2)
 launch=(mpirun --oversubscribe --allow-run-as-root -np 8)
 if [ "$net" = netns ]; then
   source bench/netns_lib.sh

@@ -75,16 +75,8 @@ double Schedule::weight(int64_t step) const {
   return static_cast<double>(steps * tokens_per_step_);
 }
 
-bool Schedule::time_up() {
-  using Seconds = std::chrono::duration<double>;
-  const auto now = std::chrono::steady_clock::now();
-  const double step = Seconds(now - last_tick_).count();
-  last_tick_ = now;
-  return Seconds(now - round_start_).count() + step / 2 >= round_seconds_;
-}
-
 void Schedule::count_sync(int64_t step) {
-  round_start_ = last_tick_ = std::chrono::steady_clock::now();
+  steps_seconds_ = 0;
   const int64_t f = fragment(step);
   for (size_t i = 0; i < steps_since_.size(); ++i)
     if (f < 0 || static_cast<int64_t>(i) == f) steps_since_[i] = 0;

@@ -8,12 +8,12 @@
 // next such boundary, so every fragment is still averaged every K steps. The last step's round covers every
 // unit and finishes at once, so training ends on one global model. Checkpoints save the counters.
 //
-// federation.round = seconds:T: a group closes its round after the step that brings its wall time since the
-// round began nearest to T (so a group at half speed takes half the steps), on the clock of its first rank.
+// federation.round = seconds:T: a group closes its round after the step that brings the wall time of its
+// steps since the round nearest to T (so a group at half speed takes half the steps), on the clock of its
+// first rank. Only the steps count: not the round's own communication, evaluations or checkpoints.
 #pragma once
 
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -42,8 +42,11 @@ class Schedule {
     for (auto& s : steps_since_) ++s;
   }
   bool timed() const { return round_seconds_ > 0; }
-  // Time-based rounds: whether this rank's clock says the round should close after the step just taken.
-  bool time_up();
+  // Time-based rounds: whether the round should close after the step just taken, which took step_seconds.
+  bool time_up(double step_seconds) {
+    steps_seconds_ += step_seconds;
+    return steps_seconds_ + step_seconds / 2 >= round_seconds_;
+  }
   // Whether a round starts after `step`; time_up: the group agreed its time is up (time-based rounds).
   bool due(int64_t step, bool time_up = false) const {
     return step == last_step_ || (timed() ? time_up : step % interval() == 0);
@@ -74,7 +77,7 @@ class Schedule {
   std::vector<int64_t> steps_since_;  // per fragment
   int64_t syncs_ = 0;
   double round_seconds_;
-  std::chrono::steady_clock::time_point round_start_ = std::chrono::steady_clock::now(), last_tick_ = round_start_;
+  double steps_seconds_ = 0;  // wall time of this round's steps so far
 };
 
 }  // namespace fedshard::federation

@@ -457,7 +457,9 @@ Trainer::StepResult Trainer::train_step(int64_t step) {
   auto l = at::zeros({3}, loss.options().dtype(at::kDouble));
   l[0] = loss.detach();
   l[1] = preemption_signal() != 0 ? 1.0 : 0.0;
-  l[2] = rounds_ && rounds_->timed() && topo_->coords().position == 0 && rounds_->time_up() ? 1.0 : 0.0;
+  const bool mine_up = rounds_ && rounds_->timed() && topo_->coords().position == 0 &&
+                       rounds_->time_up(std::chrono::duration<double>(Clock::now() - t0).count());
+  l[2] = mine_up ? 1.0 : 0.0;
   if (inject_nan(topo_->world_rank(), step)) l[0].fill_(std::nan(""));
   topo_->group().all_reduce(l, comm::ReduceOp::Mean, comm::Traffic::Control)->wait();
   const auto host = l.cpu();
