@@ -15,8 +15,8 @@ run() {  # OUT ARGS...
   local out=$1
   shift
   timeout 180 "${mpi[@]}" ${FEDSHARD_FAULT:+-x FEDSHARD_FAULT} -np 4 "$bin" train --model tiny --data "$tmp/corpus" \
-    --seq-len 32 --batch-size 2 --steps 40 --threads 1 --eval-every 8 --set eval.windows=4 --checkpoint-every 8 \
-    --strategy fl-ddp --group-size 2 --round seconds:0.3 --slow group:1=3 --out "$out" "$@" >"$out.log" 2>&1
+    --seq-len 32 --batch-size 2 --steps 40 --threads 1 --eval-every 8 --set eval.windows=4 --checkpoint-every 1 \
+    --strategy fl-ddp --group-size 2 --round seconds:0.15 --slow group:1=3 --out "$out" "$@" >"$out.log" 2>&1
 }
 rounds() { $py -c "
 import json
@@ -34,7 +34,7 @@ ckpt="$tmp/timed/checkpoints/$(cat "$tmp/timed/checkpoints/latest")"
 [ "$(meta_steps "$ckpt")" = "$fast $slow" ] && ok "final checkpoint $(basename "$ckpt") holds both groups' steps" \
   || fail "final checkpoint group_steps '$(meta_steps "$ckpt")'"
 
-FEDSHARD_FAULT=kill:1:24 run "$tmp/killed" && fail "killed run exited 0"
+FEDSHARD_FAULT=kill:1:35 run "$tmp/killed" && fail "killed run exited 0"
 ckpt="$tmp/killed/checkpoints/$(cat "$tmp/killed/checkpoints/latest")"
 read -r c0 c1 <<<"$(meta_steps "$ckpt")"
 run "$tmp/killed" --resume auto || fail "resume of the time-based run"

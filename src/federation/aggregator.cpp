@@ -103,10 +103,11 @@ Agreement Aggregator::agree(double weight, const Vote& vote, double* scale, doub
   return a;
 }
 
-void Aggregator::issue_sums(Round& r, double scale, at::ScalarType wire) {
+void Aggregator::issue_sums(Round& r, const std::vector<at::Tensor>& shards, double scale, at::ScalarType wire) {
   const auto& layout = topo_.layout();
-  for (size_t u : r.units) {
-    r.sums.push_back((slice_of(u, model_.units()[u]->flat().shard().detach()) * scale).to(wire));
+  for (size_t i = 0; i < r.units.size(); ++i) {
+    const size_t u = r.units[i];
+    r.sums.push_back((slice_of(u, shards[i]) * scale).to(wire));
     r.works.emplace_back();
     const int64_t padded = model_.units()[u]->flat().padded_numel();
     const int64_t slice_begin = layout.slice_range(padded, topo_.world_rank()).first;
@@ -186,8 +187,10 @@ Agreement Aggregator::begin(const std::vector<size_t>& units, double weight, con
   if (codec_ && !topo_.segments().empty()) {
     issue_compressed(*round_, scale);
   } else {
-    const auto master = model_.units().front()->flat().shard().scalar_type();
-    issue_sums(*round_, scale, opts_.reduce_dtype == at::ScalarType::Undefined ? master : opts_.reduce_dtype);
+    std::vector<at::Tensor> shards;
+    for (size_t u : units) shards.push_back(model_.units()[u]->flat().shard().detach());
+    const auto master = shards.front().scalar_type();
+    issue_sums(*round_, shards, scale, opts_.reduce_dtype == at::ScalarType::Undefined ? master : opts_.reduce_dtype);
   }
   return agreement;
 }
@@ -259,18 +262,9 @@ void Aggregator::apply(Round& r) {
 
 void Aggregator::average_state(const std::vector<at::Tensor>& tensors, double scale) {
   Round r;
+  for (size_t u = 0; u < tensors.size(); ++u) r.units.push_back(u);
+  issue_sums(r, tensors, scale, tensors.front().scalar_type());
   std::vector<comm::WorkHandle> gathers;
-  const auto& layout = topo_.layout();
-  for (size_t u = 0; u < tensors.size(); ++u) {
-    r.sums.push_back(slice_of(u, tensors[u]) * scale);
-    const int64_t padded = model_.units()[u]->flat().padded_numel();
-    const int64_t slice_begin = layout.slice_range(padded, topo_.world_rank()).first;
-    r.works.emplace_back();
-    for (const auto& s : topo_.segments()) {
-      const auto [a, b] = layout.segment_range(s.segment, padded);
-      r.works.back().push_back(s.comm->all_reduce(r.sums.back().narrow(0, a - slice_begin, b - a), comm::ReduceOp::Sum));
-    }
-  }
   for (size_t u = 0; u < tensors.size(); ++u) {
     for (auto& w : r.works[u]) w->wait();
     auto slice = slice_of(u, tensors[u]);

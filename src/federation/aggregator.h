@@ -104,8 +104,9 @@ class Aggregator {
   struct Piece;
   at::Tensor slice_of(size_t unit, const at::Tensor& shard) const;
   Agreement agree(double weight, const Vote& vote, double* scale, double* carry);
-  // Plain rounds: the weighted slices summed over each segment (in `wire` dtype).
-  void issue_sums(Round& r, double scale, at::ScalarType wire);
+  // Plain rounds: the weighted slices of `shards` (one shard-sized tensor per unit of the round) summed over
+  // each segment, in `wire` dtype.
+  void issue_sums(Round& r, const std::vector<at::Tensor>& shards, double scale, at::ScalarType wire);
   // Compressed rounds: the weighted deltas, encoded chunk by chunk, all-to-all'd to their chunk owners.
   void issue_compressed(Round& r, double scale);
   void reduce_piece(Piece& p);  // owner: decode, sum, encode the mean chunk; all-gather it

@@ -111,10 +111,10 @@ std::vector<std::string> write_report(const std::vector<RunData>& runs, const st
   write_file_atomically(bars_file, bars.str());
 
   const std::string common = "set grid\nset key top right\n";
-  figure(out, "ppl_vs_time", common + "set xlabel 'training time (s)'\nset ylabel 'validation perplexity'",
-         ppl_time, written);
-  figure(out, "ppl_vs_tokens", common + "set xlabel 'tokens (global)'\nset ylabel 'validation perplexity'",
-         ppl_tokens, written);
+  // Perplexity falls by orders of magnitude early on: a log axis keeps the end of training readable.
+  const std::string ppl_axis = common + "set logscale y\nset ylabel 'validation perplexity (log scale)'\n";
+  figure(out, "ppl_vs_time", ppl_axis + "set xlabel 'training time (s)'", ppl_time, written);
+  figure(out, "ppl_vs_tokens", ppl_axis + "set xlabel 'tokens (global)'", ppl_tokens, written);
   const std::string bar_setup = "set style fill solid 0.7 border -1\nset boxwidth 0.6\nset xtics rotate by -25\n"
                                 "set grid ytics\nset yrange [0:*]\nset bmargin 6\n";
   figure(out, "throughput", bar_setup + "set ylabel 'tokens/s'",

@@ -38,7 +38,15 @@ std::string label_of(const nlohmann::json& config) {
   if (strategy.rfind("fl-", 0) == 0) {
     os << " K=" << config["parallel"].value("sync_every", 0);
     os << " " << config["data"].value("partition", "iid");
+    // Relaxed rounds and stragglers, where they differ from the default (docs/federation.md).
+    const auto& fed = config.contains("federation") ? config["federation"] : nlohmann::json::object();
+    for (const char* key : {"overlap", "compress", "round", "normalize"}) {
+      const std::string v = fed.value(key, "");
+      if (!v.empty() && v != "none" && v != "steps") os << " " << key << "=" << v;
+    }
   }
+  if (config.contains("train") && !config["train"].value("slow", "").empty())
+    os << " slow " << config["train"].value("slow", "");
   return os.str();
 }
 

@@ -214,6 +214,8 @@ void validate(const TrainConfig& c) {
   FS_CHECK(federation::parse_round_seconds(c.round, c.sync_every) == 0 || overlap.fragments == 1,
            "federation.overlap = ", c.overlap, " staggers fragments by steps; it needs federation.round = steps");
   FS_CHECK(one_of(c.normalize, {"none", "steps"}), "federation.normalize must be none or steps, got '", c.normalize, "'");
+  FS_CHECK(c.normalize == "none" || c.inner_state != "average", "federation.normalize = steps rescales model deltas; ",
+           "it does not apply to federation.inner_state = average (use keep or reset)");
   FS_CHECK(one_of(c.compress, {"none", "bf16", "int8"}), "federation.compress must be none, bf16 or int8, got '",
            c.compress, "'");
   FS_CHECK(c.compress_block > 0 && c.compress_block % 4 == 0,

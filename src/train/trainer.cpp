@@ -438,17 +438,17 @@ Trainer::StepResult Trainer::train_step(int64_t step) {
 
   StepResult r;
   r.step = step;
-  // With defer_host_sync the norm and the loss stay on the device until the end of the step, so the host
-  // queues the optimizer and the aggregation without waiting for the backward pass to finish.
+  // With defer_host_sync the norm and the loss stay on the device until the group's loss all-reduce, so the
+  // host queues the optimizer without waiting for the backward pass to finish.
   const auto grad_norm = sharded_->clip_grad_norm(s_.cfg.grad_clip);
   if (!s_.cfg.defer_host_sync) r.grad_norm = grad_norm.item<double>();
   r.lr = lr_.at(step);
   const auto opt0 = Clock::now();
   engine_.optimizer->step(r.lr);
   r.optimizer_seconds = std::chrono::duration<double>(Clock::now() - opt0).count();
-  if (slow_ > 1) {
-    if (!device.is_cpu()) at::zeros({1}, at::TensorOptions().device(device)).item<float>();  // the step's kernels
-    std::this_thread::sleep_for(std::chrono::duration<double>((slow_ - 1) * std::chrono::duration<double>(Clock::now() - t0).count()));
+  if (slow_ > 1) {  // train.slow: the step's kernels done, sleep (factor - 1) x its time
+    if (!device.is_cpu()) at::zeros({1}, at::TensorOptions().device(device)).item<float>();
+    std::this_thread::sleep_for((slow_ - 1) * std::chrono::duration<double>(Clock::now() - t0));
   }
 
   // The logged loss is the mean over this rank's federation group: no per-step traffic crosses groups. A
@@ -611,13 +611,16 @@ TrainSummary Trainer::run() {
       if (last_val_ppl_ > 0) std::snprintf(extra, sizeof extra, "val ppl %.3f", last_val_ppl_);
       progress.update(step, r.loss, r.lr, tok_per_s, extra);
     }
-    const bool checkpoint = timed ? r.aggregated && (r.round.any.checkpoint || last || r.stop)
-                                  : (cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0) || last || r.stop;
+    // A stop is agreed by every rank at the same point: at a round, or every step with one group.
+    const bool checkpoint = r.stop || (timed ? r.aggregated && (r.round.any.checkpoint || last)
+                                             : (cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0) || last);
     if (checkpoint) {
       // Time-based rounds: every group is at its own step; the checkpoint is named by group 0's.
+      const bool per_group = timed && r.aggregated;
       save_checkpoint(cfg.out, static_cast<int>(cfg.checkpoint_keep),
-                      {timed ? r.round.steps.front() : step, rounds_ ? rounds_->steps_since_sync() : 0, rounds_ ? rounds_->syncs() : 0, s_.group_ids,
-                       tokens_through(step), timed ? r.round.steps : std::vector<int64_t>{}},
+                      {per_group ? r.round.steps.front() : step, rounds_ ? rounds_->steps_since_sync() : 0,
+                       rounds_ ? rounds_->syncs() : 0, s_.group_ids, tokens_through(step),
+                       per_group ? r.round.steps : std::vector<int64_t>{}},
                       resolved_,
                       s_.model, *topo_, *sharded_, *engine_.optimizer, engine_.aggregator.get());
       checkpoint_wanted_ = false;

@@ -1,0 +1,16 @@
+set terminal pngcairo size 900,560 font 'sans,10'
+set output "docs/results/relaxed-netns/ppl_vs_tokens.png"
+set grid
+set key top right
+set xlabel 'tokens (global)'
+set ylabel 'validation perplexity'
+plot "docs/results/relaxed-netns/eval_0.dat" using 1:3 with linespoints title "fl-fsdp S=2 G=4 K=8 iid", "docs/results/relaxed-netns/eval_1.dat" using 1:3 with linespoints title "fl-fsdp S=2 G=4 K=8 iid", "docs/results/relaxed-netns/eval_2.dat" using 1:3 with linespoints title "fl-fsdp S=2 G=4 K=8 iid", "docs/results/relaxed-netns/eval_3.dat" using 1:3 with linespoints title "fl-fsdp S=2 G=4 K=8 iid", "docs/results/relaxed-netns/eval_4.dat" using 1:3 with linespoints title "fl-fsdp S=2 G=4 K=8 iid", "docs/results/relaxed-netns/eval_5.dat" using 1:3 with linespoints title "fl-fsdp S=2 G=4 K=8 iid"
+unset output
+set terminal svg size 900,560 font 'sans,10'
+set output "docs/results/relaxed-netns/ppl_vs_tokens.svg"
+set grid
+set key top right
+set xlabel 'tokens (global)'
+set ylabel 'validation perplexity'
+plot "docs/results/relaxed-netns/eval_0.dat" using 1:3 with linespoints title "fl-fsdp S=2 G=4 K=8 iid", "docs/results/relaxed-netns/eval_1.dat" using 1:3 with linespoints title "fl-fsdp S=2 G=4 K=8 iid", "docs/results/relaxed-netns/eval_2.dat" using 1:3 with linespoints title "fl-fsdp S=2 G=4 K=8 iid", "docs/results/relaxed-netns/eval_3.dat" using 1:3 with linespoints title "fl-fsdp S=2 G=4 K=8 iid", "docs/results/relaxed-netns/eval_4.dat" using 1:3 with linespoints title "fl-fsdp S=2 G=4 K=8 iid", "docs/results/relaxed-netns/eval_5.dat" using 1:3 with linespoints title "fl-fsdp S=2 G=4 K=8 iid"
+unset output
