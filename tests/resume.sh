@@ -88,6 +88,11 @@ relaxed() {  # NAME ARGS...
 relaxed delayed-int8 --strategy fl-fsdp --group-size 2 --overlap delayed --compress int8 \
   --set federation.outer_optimizer=nesterov --set federation.outer_lr=0.7
 relaxed streaming-bf16 --strategy fl-ddp --group-size 2 --overlap streaming:2 --compress bf16
+run 4 "$tmp/runs/no-overlap" --strategy fl-fsdp --group-size 2 --sync-every 4 \
+  --resume "$tmp/runs/delayed-int8/checkpoints/step-00000006" && fail "round in flight resumed without overlap"
+[ "$(grep -c "fedshard: error" "$tmp/runs/no-overlap.log")" = 1 ] && grep -q "holds a federation round in flight" "$tmp/runs/no-overlap.log" \
+  && ok "a round in flight resumed with overlap none: $(grep -m1 -o 'holds a federation round in flight[^;]*' "$tmp/runs/no-overlap.log")" \
+  || fail "a round in flight resumed with overlap none: no clear error"
 
 # 5. Topology-changing resume: the fsdp checkpoint of 4 ranks (step 8) continued by fl-hsdp on 8 ranks.
 run 8 "$tmp/runs/reshaped" --strategy fl-hsdp --group-size 4 --shard-size 2 --sync-every 2 \

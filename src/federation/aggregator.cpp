@@ -326,7 +326,7 @@ std::vector<size_t> Aggregator::round_units() const { return round_ ? round_->un
 void Aggregator::restore_round(const std::vector<size_t>& units) {
   round_.reset();
   if (units.empty()) return;
-  FS_CHECK(opts_.overlap, "the checkpoint has a federation round in flight but federation.overlap is none");
+  FS_ASSERT(opts_.overlap, "a round in flight restored without overlap (prepare_training refuses it)");
   round_ = std::make_unique<Round>();
   round_->units = units;
   round_->settled = true;

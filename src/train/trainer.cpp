@@ -190,6 +190,8 @@ TrainSetup prepare_training(const TrainConfig& cfg, int world_size, int world_ra
       if (!same_layout(meta, layout, s.strategy.name())) meta = load_checkpoint_meta(*dir, s.model, true, world_rank);
       FS_CHECK(meta.step < cfg.steps, "checkpoint ", *dir, " is at step ", meta.step, ", train.steps is ", cfg.steps,
                ": nothing left to train (raise --steps)");
+      FS_CHECK(meta.round_in_flight.empty() || cfg.overlap != "none", "checkpoint ", *dir, " holds a federation ",
+               "round in flight (written with federation.overlap); resume it with an overlap other than none");
       s.resume = std::move(meta);
     }
   }
