@@ -28,6 +28,8 @@ const std::vector<std::tuple<std::string, std::string, std::string>>& flags() {
       {"--overlap", "federation.overlap", "none | delayed | streaming:F: leave the inter-group round in flight (fl-*)"},
       {"--compress", "federation.compress", "none | bf16 | int8: the inter-group round's deltas on the wire (fl-*)"},
       {"--round", "federation.round", "steps | steps:K | seconds:T: when a group closes its round (fl-*)"},
+      {"--emulate", "parallel.emulate", "W | GxS: the virtual layout (world of W, or G groups of S ranks) these ranks play"},
+      {"--grad-accum", "train.grad_accum", "micro-batches per rank per optimizer step"},
       {"--slow", "train.slow", "emulated stragglers: RANK=FACTOR,group:G=FACTOR (compute FACTOR times as long)"},
       {"--steps", "train.steps", "optimizer steps"},
       {"--out", "train.out", "run directory (metrics.jsonl, config.json)"},

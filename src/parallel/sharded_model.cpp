@@ -80,6 +80,10 @@ at::Tensor ShardedModel::forward(const at::Tensor& tokens) {
   return x;
 }
 
+void ShardedModel::set_requires_gradient_sync(bool sync) {
+  for (auto& u : units_) u->set_requires_gradient_sync(sync);
+}
+
 void ShardedModel::wait_grads() {
   for (auto& u : units_) u->wait_grad();
 }

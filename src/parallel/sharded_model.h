@@ -60,6 +60,9 @@ class ShardedModel {
   at::Tensor forward(const at::Tensor& tokens);
   // Waits for every outstanding gradient reduction (call after backward, before the optimizer).
   void wait_grads();
+  // Gradient accumulation: with sync off, backward passes sum gradients locally; the first backward with
+  // sync on reduces the sum (ShardedUnit::set_requires_gradient_sync).
+  void set_requires_gradient_sync(bool sync);
 
   const std::vector<std::unique_ptr<ShardedUnit>>& units() const { return units_; }
 

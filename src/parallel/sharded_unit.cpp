@@ -66,8 +66,17 @@ void ShardedUnit::backward_done(const std::vector<at::Tensor>& grads) {
   backward_calls_ = 0;
   free();
 
-  auto grad = grad_accum_.to(opts_.reduce());
+  // Micro-batches sum in at least float32, like the call sites above.
+  at::Tensor grad = std::move(grad_accum_);
   grad_accum_ = at::Tensor();
+  if (unsynced_.defined())
+    unsynced_.add_(grad);
+  else if (!sync_)
+    unsynced_ = grad.to(at::promote_types(grad.scalar_type(), at::kFloat));
+  if (!sync_) return;
+  if (unsynced_.defined()) grad = std::move(unsynced_);
+  unsynced_ = at::Tensor();
+  grad = grad.to(opts_.reduce());
   auto& master = flat_->grad();
   const bool cast_after = opts_.reduce() != master.scalar_type();
   auto out = cast_after ? at::empty(master.sizes(), master.options().dtype(opts_.reduce())) : master;

@@ -49,6 +49,9 @@ class ShardedUnit {
   void backward_done(const std::vector<at::Tensor>& grads);
   // Waits for the reduction: flat().grad() then holds the averaged gradient of this rank's shard.
   void wait_grad();
+  // Gradient accumulation (FSDP2's set_requires_gradient_sync): while off, each backward adds the unit's full
+  // gradient to a local buffer and reduces nothing; the next backward with sync on reduces the sum once.
+  void set_requires_gradient_sync(bool sync) { sync_ = sync; }
 
  private:
   std::unique_ptr<FlatParam> flat_;
@@ -61,6 +64,8 @@ class ShardedUnit {
   at::Tensor full_;
   comm::WorkHandle gather_;
   at::Tensor grad_accum_;
+  bool sync_ = true;
+  at::Tensor unsynced_;  // the full gradient summed over backwards without sync, in at least float32
   at::Tensor reduced_;  // the shard's reduced gradient in reduce_dtype, when that is not master_dtype
   std::vector<comm::WorkHandle> reductions_;
 };

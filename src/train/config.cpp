@@ -119,6 +119,7 @@ const std::vector<Binding>& bindings() {
       key_binding("parallel.reshard_after_forward", &TrainConfig::reshard_after_forward, "free gathered parameters after forward"),
       key_binding("parallel.activation_checkpointing", &TrainConfig::activation_checkpointing, "auto | on | off (auto: on when parameters are sharded)"),
       key_binding("parallel.ranks_per_node", &TrainConfig::ranks_per_node, "0 = detect nodes; N = emulate nodes of N ranks"),
+      key_binding("parallel.emulate", &TrainConfig::emulate, "virtual layout the real ranks play: W (ddp/fsdp/hsdp: a world of W ranks) or GxS (G groups of S ranks); empty = the real world"),
       key_binding("parallel.threads", &TrainConfig::threads, "intra-op threads per rank; 0 = cores per node / ranks per node"),
       key_binding("parallel.backend", &TrainConfig::backend, "collectives: auto | mpi (host-staged for cuda) | nccl"),
       key_binding("parallel.reduce_dtype", &TrainConfig::reduce_dtype, "gradient reductions and the federation average on the wire: float32 | bfloat16 | float64 (not wider than model.dtype)"),
@@ -143,6 +144,7 @@ const std::vector<Binding>& bindings() {
       key_binding("train.resume", &TrainConfig::resume, "auto (latest checkpoint of train.out, if any) or a checkpoint directory"),
       key_binding("train.resume_groups", &TrainConfig::resume_groups, "fl-*: ids of the checkpoint's groups that continue, one per group of this run, e.g. 0,2,3 after group 1 was lost (default: the same groups)"),
       key_binding("train.steps", &TrainConfig::steps, "optimizer steps"),
+      key_binding("train.grad_accum", &TrainConfig::grad_accum, "micro-batches of data.batch_size per rank per optimizer step (gradients reduced once per step)"),
       key_binding("train.seed", &TrainConfig::seed, "seed of initialization and data order"),
       key_binding("train.slow", &TrainConfig::slow, "emulated stragglers: RANK=FACTOR,group:G=FACTOR (each named rank's compute takes FACTOR times as long)"),
       key_binding("train.out", &TrainConfig::out, "run directory"),
@@ -222,6 +224,7 @@ void validate(const TrainConfig& c) {
            "federation.compress_block must be a positive multiple of 4, got ", c.compress_block);
   FS_CHECK(c.eval_every >= 0 && c.eval_windows >= 0, "eval.every and eval.windows must not be negative");
   FS_CHECK(c.log_every > 0, "train.log_every must be positive");
+  FS_CHECK(c.grad_accum > 0, "train.grad_accum must be positive, got ", c.grad_accum);
   FS_CHECK(c.checkpoint_every >= 0, "checkpoint.every must not be negative");
   FS_CHECK(c.checkpoint_keep >= 1, "checkpoint.keep must be at least 1");
   FS_CHECK(c.peak_flops >= 0, "train.peak_flops must not be negative");

@@ -50,6 +50,7 @@ struct TrainConfig {
   bool reshard_after_forward = true;
   std::string activation_checkpointing = "auto";  // auto (on when parameters are sharded) | on | off
   int64_t ranks_per_node = 0;  // 0: detect; >0 emulate nodes of that many ranks
+  std::string emulate;         // virtual layout played by the real ranks: "" | W | GxS (parallel/emulation.h)
   int64_t threads = 0;         // intra-op threads per rank; 0: cores per node / ranks per node
   std::string backend = "auto";  // auto (nccl for cuda in a CUDA build, else mpi) | mpi | nccl
   std::string reduce_dtype = "float32";  // gradient reductions and the federation average: float32 | bfloat16 | float64
@@ -79,6 +80,7 @@ struct TrainConfig {
   std::string resume;  // "" (fresh run) | auto (RUN_DIR/checkpoints/latest if any) | a checkpoint directory
   std::vector<int> resume_groups;  // ids of this run's groups; resuming onto another layout: which continue
   int64_t steps = 100;
+  int64_t grad_accum = 1;  // micro-batches of data.batch_size per rank per optimizer step
   uint64_t seed = 0;
   std::string out = "runs/latest";
   int64_t log_every = 1;

@@ -25,6 +25,7 @@
 #include "train/progress.h"
 #include "util/build_info.h"
 #include "util/error.h"
+#include "util/memory.h"
 #include "util/posix_file.h"
 #include "util/safetensors.h"
 
@@ -132,12 +133,44 @@ void choose_group_ids(TrainSetup& s) {
 
 }  // namespace
 
+namespace {
+
+// What emulation cannot do, refused before any collective: options whose effect depends on the real groups
+// differing (several virtual groups per rank train in lockstep on one clock), checkpoints (a rank's held
+// groups are not in the checkpoint format), and held groups that would not fit in memory.
+void check_emulation(const TrainSetup& s) {
+  const auto& cfg = s.cfg;
+  const auto& e = s.emulation;
+  FS_CHECK(cfg.checkpoint_every == 0 && cfg.resume.empty(), "parallel.emulate = ", cfg.emulate, ": emulated runs ",
+           "keep no checkpoints (set checkpoint.every = 0 and drop train.resume); the metrics hold every evaluation");
+  if (e.groups_per_rank > 1) {
+    FS_CHECK(cfg.overlap == "none" && cfg.compress == "none" && cfg.round == "steps" && cfg.normalize == "none" &&
+                 cfg.slow.empty() && !cfg.eval_group_model,
+             "parallel.emulate = ", cfg.emulate, " holds ", e.groups_per_rank, " groups per rank, trained in turn: ",
+             "federation.overlap, compress, round, normalize, eval_group_model and train.slow need one group per rank ",
+             "group (run on more ranks, or drop them)");
+    // Each held group keeps a master shard and two AdamW moments; MemAvailable is shared by this host's ranks.
+    const double rank_params = static_cast<double>(s.model.param_count()) / e.real.shard_size(0);
+    const double bytes = 3.0 * rank_params * (cfg.dtype == "float64" ? 8 : 4) * e.groups_per_rank;
+    const auto [host_rank, host_ranks] = comm::MpiRuntime::get().host_rank_and_size();
+    (void)host_rank;
+    const double available = available_memory_bytes() / host_ranks;
+    FS_CHECK(available <= 0 || bytes < 0.8 * available, "parallel.emulate = ", cfg.emulate, ": each rank holds ",
+             e.groups_per_rank, " groups' master shards and optimizer state, ", static_cast<int64_t>(bytes / 1e6),
+             " MB, but has ", static_cast<int64_t>(available / 1e6), " MB available (",
+             host_ranks, " ranks on this host); use more ranks or a smaller model");
+  }
+}
+
+}  // namespace
+
 TrainSetup prepare_training(const TrainConfig& cfg, int world_size, int world_rank) {
   TrainSetup s;
   s.cfg = cfg;
   s.strategy = parallel::parse_strategy(cfg.strategy);
-  s.layout = parallel::make_layout(s.strategy, world_size, cfg.groups, static_cast<int>(cfg.group_size),
-                                   static_cast<int>(cfg.shard_size));
+  s.emulation = parallel::plan_emulation(s.strategy, cfg.emulate, world_size, cfg.groups,
+                                         static_cast<int>(cfg.group_size), static_cast<int>(cfg.shard_size));
+  s.layout = s.emulation.real;
   if (cfg.ranks_per_node > 0) s.layout.place_on_nodes(static_cast<int>(cfg.ranks_per_node));
   s.topology.ranks_per_node = static_cast<int>(cfg.ranks_per_node);
   const bool nccl_built = built_with_cuda();
@@ -175,12 +208,13 @@ TrainSetup prepare_training(const TrainConfig& cfg, int world_size, int world_ra
   s.train = std::make_shared<data::TokenDataset>(cfg.data_dir, "train", cfg.seq_len, s.model.vocab_size);
   s.val = std::make_shared<data::TokenDataset>(cfg.data_dir, "val", cfg.seq_len, s.model.vocab_size);
   const auto& layout = s.layout;
-  s.partition = data::partition_windows(*s.train, cfg.partition, layout.group_sizes(), cfg.seed);
+  s.partition = data::partition_windows(*s.train, cfg.partition, s.emulation.virtual_layout.group_sizes(), cfg.seed);
   FS_CHECK(s.strategy.federated || (cfg.overlap == "none" && cfg.compress == "none" && cfg.round == "steps" &&
                                     cfg.normalize == "none"),
            "federation.overlap, compress, round and normalize apply to fl-* strategies only (strategy ", cfg.strategy,
            " has no rounds)");
   parallel::slow_factors(cfg.slow, s.layout);
+  if (s.emulation.active()) check_emulation(s);
   if (world_rank == 0) ensure_writable_dir(cfg.out);
   validate_fault_plan();
   if (!cfg.resume.empty()) {
@@ -319,27 +353,35 @@ EngineSpec Trainer::engine_spec(at::Device device) const {
 
 // iid: every rank reads disjoint windows of one global stream (rank r takes slot r of each step), so
 // strategies with and without federation read the same data. Otherwise each group reads its own pool,
-// its ranks taking disjoint slots of it.
+// its ranks taking disjoint slots of it. Under emulation the ranks and groups are the virtual ones; with
+// gradient accumulation a rank's slot holds its micro-batches of every step, one after the other.
 void Trainer::make_sampler() {
   const auto& cfg = s_.cfg;
-  const auto& layout = topo_->layout();
-  const int batch = static_cast<int>(cfg.batch_size);
+  const auto& e = s_.emulation;
+  const auto& virt = e.virtual_layout;
+  const int batch = static_cast<int>(cfg.batch_size * cfg.grad_accum);
+  const int rank = topo_->world_rank();
+  std::shared_ptr<data::WindowSampler> stream;
   if (s_.partition.global_stream) {
     std::vector<int64_t> pool(s_.train->num_windows());
     for (int64_t i = 0; i < static_cast<int64_t>(pool.size()); ++i) pool[i] = i;
-    sampler_ = std::make_unique<data::WindowSampler>(std::move(pool), layout.world(), batch, cfg.seed, /*stream=*/0);
-    sampler_reader_ = topo_->world_rank();
-  } else {
-    const auto& c = topo_->coords();
-    sampler_ = std::make_unique<data::WindowSampler>(s_.partition.pools[c.group], layout.group_size(c.group), batch,
-                                                     cfg.seed, /*stream=*/1 + c.group);
-    sampler_reader_ = c.position;
+    stream = std::make_shared<data::WindowSampler>(std::move(pool), virt.world(), batch, cfg.seed, /*stream=*/0);
   }
+  for (int g : e.groups_of(rank)) {
+    std::vector<int> readers;
+    for (int p : e.positions_of(rank)) readers.push_back(stream ? virt.first_rank(g) + p : p);
+    samplers_.push_back(stream ? stream
+                               : std::make_shared<data::WindowSampler>(s_.partition.pools[g], virt.group_size(g), batch,
+                                                                       cfg.seed, /*stream=*/1 + g));
+    readers_.push_back(std::move(readers));
+  }
+  if (e.groups_per_rank > 1) held_.emplace(e.groups_per_rank, *sharded_, *engine_.optimizer);
 }
 
 nlohmann::json Trainer::resolved_config() const {
   const auto& cfg = s_.cfg;
-  const auto& layout = topo_->layout();
+  const auto& e = s_.emulation;
+  const auto& layout = e.virtual_layout;  // what the job computes; the real ranks under "emulation"
   const auto& opts = sharded_->options();
   std::vector<int> shard_sizes;
   for (int g = 0; g < layout.groups(); ++g) shard_sizes.push_back(layout.shard_size(g));
@@ -353,7 +395,13 @@ nlohmann::json Trainer::resolved_config() const {
                    {"group_ids", s_.group_ids},
                    {"shard_sizes", shard_sizes},
                    {"replicas_per_group", layout.replicas(0)},
-                   {"nodes", layout.nodes()},
+                   {"emulation", e.active() ? nlohmann::json{{"real_world", e.real.world()},
+                                                             {"real_group_sizes", e.real.group_sizes()},
+                                                             {"real_shard_size", e.real.shard_size(0)},
+                                                             {"groups_per_rank", e.groups_per_rank},
+                                                             {"ranks_per_rank", e.ranks_per_rank}}
+                                            : nlohmann::json(nullptr)},
+                   {"nodes", topo_->layout().nodes()},
                    {"emulated_nodes", topo_->emulated_nodes()},
                    {"threads_per_rank", threads_},
                    {"activation_checkpointing", opts.recompute},
@@ -388,21 +436,29 @@ void Trainer::open_run_files() {
   } else {
     metrics_.open((std::filesystem::path(cfg.out) / "metrics.jsonl").string(), /*append=*/false);
   }
-  std::fprintf(stderr, "fedshard: %s on %s; model %s (%s parameters); threads per rank %d\n",
-               s_.strategy.name().c_str(), topo_->describe().c_str(), s_.model.name.c_str(),
+  std::fprintf(stderr, "fedshard: %s on %s%s; model %s (%s parameters); threads per rank %d\n",
+               s_.strategy.name().c_str(), topo_->describe().c_str(),
+               s_.emulation.active() ? (", emulating " + s_.emulation.describe()).c_str() : "", s_.model.name.c_str(),
                model::with_commas(s_.model.param_count()).c_str(), threads_);
 }
 
 Trainer::~Trainer() = default;
 
 int64_t Trainer::group_tokens_per_step() const {
-  return topo_->layout().group_size(topo_->coords().group) * s_.cfg.batch_size * s_.cfg.seq_len;
+  const auto& e = s_.emulation;
+  const int virtual_group = e.groups_of(topo_->world_rank()).front();
+  return e.groups_per_rank * e.virtual_layout.group_size(virtual_group) * s_.cfg.grad_accum * s_.cfg.batch_size *
+         s_.cfg.seq_len;
+}
+
+int64_t Trainer::world_tokens_per_step() const {
+  return s_.emulation.virtual_layout.world() * s_.cfg.grad_accum * s_.cfg.batch_size * s_.cfg.seq_len;
 }
 
 int64_t Trainer::tokens_through(int64_t step) const {
   // Time-based rounds: groups take different numbers of steps; the others' are known as of the last round.
   if (rounds_ && rounds_->timed()) return tokens_agreed_ + (step - step_agreed_) * group_tokens_per_step();
-  return tokens_before_start_ + (step - start_step_ + 1) * topo_->layout().world() * s_.cfg.batch_size * s_.cfg.seq_len;
+  return tokens_before_start_ + (step - start_step_ + 1) * world_tokens_per_step();
 }
 
 void Trainer::reopen_metrics_after(int64_t step) {
@@ -425,56 +481,82 @@ void Trainer::reopen_metrics_after(int64_t step) {
   metrics_.open(path, /*append=*/true);
 }
 
+at::Tensor Trainer::forward_backward(int64_t step, size_t j) {
+  const int64_t t = s_.cfg.seq_len, b = s_.cfg.batch_size, accum = s_.cfg.grad_accum;
+  const auto device = sharded_->options().device;
+  const int64_t micro = static_cast<int64_t>(readers_[j].size()) * accum;
+  at::Tensor sum;
+  int64_t done = 0;
+  for (int reader : readers_[j]) {
+    auto batch = s_.train->batch(samplers_[j]->windows(step - 1, reader));
+    if (!device.is_cpu()) batch = s_.cfg.pin_memory ? batch.pin_memory().to(device, /*non_blocking=*/true) : batch.to(device);
+    for (int64_t a = 0; a < accum; ++a) {
+      const auto mb = batch.narrow(0, a * b, b);
+      // Only the last micro-batch's backward reduces, the sum of all of them (FSDP's no_sync).
+      sharded_->set_requires_gradient_sync(++done == micro);
+      auto loss = model::next_token_loss(sharded_->forward(mb.narrow(1, 0, t)), mb.narrow(1, 1, t));
+      (micro == 1 ? loss : loss / static_cast<double>(micro)).backward();
+      sum = sum.defined() ? sum + loss.detach() : loss.detach();
+    }
+  }
+  sharded_->wait_grads();
+  return micro == 1 ? sum : sum / static_cast<double>(micro);
+}
+
 Trainer::StepResult Trainer::train_step(int64_t step) {
   const auto t0 = Clock::now();
   const auto comm0 = comm::Ledger::instance().snapshot();
-  const int64_t t = s_.cfg.seq_len;
   const auto device = sharded_->options().device;
-  auto batch = s_.train->batch(sampler_->windows(step - 1, sampler_reader_));
-  if (!device.is_cpu()) batch = s_.cfg.pin_memory ? batch.pin_memory().to(device, /*non_blocking=*/true) : batch.to(device);
-  auto logits = sharded_->forward(batch.narrow(1, 0, t));
-  auto loss = model::next_token_loss(logits, batch.narrow(1, 1, t));
-  loss.backward();
-  sharded_->wait_grads();
-  maybe_inject_fault(FaultPoint::Step, topo_->world_rank(), step);
-
   StepResult r;
   r.step = step;
-  // With defer_host_sync the norm and the loss stay on the device until the group's loss all-reduce, so the
-  // host queues the optimizer without waiting for the backward pass to finish.
-  const auto grad_norm = sharded_->clip_grad_norm(s_.cfg.grad_clip);
-  if (!s_.cfg.defer_host_sync) r.grad_norm = grad_norm.item<double>();
   r.lr = lr_.at(step);
-  const auto opt0 = Clock::now();
-  engine_.optimizer->step(r.lr);
-  r.optimizer_seconds = std::chrono::duration<double>(Clock::now() - opt0).count();
+  // Each held group's loss, then the preemption signal and, under time-based rounds, the group's first rank's
+  // "time is up": the group agrees on all of them in one all-reduce after the step.
+  const size_t held = samplers_.size();
+  auto l = at::zeros({static_cast<int64_t>(held) + 2}, at::TensorOptions().dtype(at::kDouble).device(device));
+  at::Tensor grad_norm;
+  for (size_t j = 0; j < held; ++j) {
+    if (held_) held_->load(static_cast<int>(j));
+    l[static_cast<int64_t>(j)] = forward_backward(step, j);
+    // With defer_host_sync the norm and the loss stay on the device until the group's loss all-reduce, so the
+    // host queues the optimizer without waiting for the backward pass to finish.
+    const auto norm = sharded_->clip_grad_norm(s_.cfg.grad_clip);
+    if (j == 0) grad_norm = norm;
+    if (j == 0 && !s_.cfg.defer_host_sync) r.grad_norm = grad_norm.item<double>();
+    const auto opt0 = Clock::now();
+    engine_.optimizer->step(r.lr);
+    r.optimizer_seconds += std::chrono::duration<double>(Clock::now() - opt0).count();
+    if (held_) held_->save(static_cast<int>(j));
+  }
+  maybe_inject_fault(FaultPoint::Step, topo_->world_rank(), step);
   if (slow_ > 1) {  // train.slow: the step's kernels done, sleep (factor - 1) x its time
     if (!device.is_cpu()) at::zeros({1}, at::TensorOptions().device(device)).item<float>();
     std::this_thread::sleep_for((slow_ - 1) * std::chrono::duration<double>(Clock::now() - t0));
   }
 
-  // The logged loss is the mean over this rank's federation group: no per-step traffic crosses groups. A
-  // preemption signal and, under time-based rounds, the group's first rank's "time is up" ride along, so the
-  // group agrees on them without another collective.
-  auto l = at::zeros({3}, loss.options().dtype(at::kDouble));
-  l[0] = loss.detach();
-  l[1] = preemption_signal() != 0 ? 1.0 : 0.0;
+  // The logged loss is the mean over this rank's federation group (its first held group under emulation): no
+  // per-step traffic crosses groups.
+  const auto flag = static_cast<int64_t>(held);
+  l[flag] = preemption_signal() != 0 ? 1.0 : 0.0;
   const bool mine_up = rounds_ && rounds_->timed() && topo_->coords().position == 0 &&
                        rounds_->time_up(std::chrono::duration<double>(Clock::now() - t0).count());
-  l[2] = mine_up ? 1.0 : 0.0;
+  l[flag + 1] = mine_up ? 1.0 : 0.0;
   if (inject_nan(topo_->world_rank(), step)) l[0].fill_(std::nan(""));
   topo_->group().all_reduce(l, comm::ReduceOp::Mean, comm::Traffic::Control)->wait();
   const auto host = l.cpu();
   r.loss = host[0].item<double>();
-  group_stop_ = host[1].item<double>() > 0;
-  const bool time_up = host[2].item<double>() > 0;
+  group_stop_ = host[flag].item<double>() > 0;
+  const bool time_up = host[flag + 1].item<double>() > 0;
   if (topo_->layout().groups() == 1) r.stop = group_stop_;
   if (s_.cfg.defer_host_sync) r.grad_norm = grad_norm.item<double>();
-  if (!std::isfinite(r.loss))
-    throw Error(cat("loss is ", r.loss, " at step ", step, " in group ", topo_->coords().group,
-                    "; stopping (lower optim.lr or enable optim.grad_clip)"))
-        .reported_by(topo_->coords().position == 0)
-        .everywhere(topo_->layout().groups() == 1);
+  for (size_t j = 0; j < held; ++j) {
+    const double loss = host[static_cast<int64_t>(j)].item<double>();
+    if (!std::isfinite(loss))
+      throw Error(cat("loss is ", loss, " at step ", step, " in group ", s_.emulation.groups_of(topo_->world_rank())[j],
+                      "; stopping (lower optim.lr or enable optim.grad_clip)"))
+          .reported_by(topo_->coords().position == 0)
+          .everywhere(topo_->layout().groups() == 1);
+  }
 
   if (rounds_) {
     auto& agg = *engine_.aggregator;
@@ -495,10 +577,13 @@ Trainer::StepResult Trainer::train_step(int64_t step) {
       v.step = step;
       v.steps_in_round = rounds_->steps_since_sync();
       v.launch_tokens = static_cast<double>((step - start_step_ + 1) * group_tokens_per_step());
+      // Held groups enter the round as their mean, weighted as all of them, and all leave it with the result.
+      if (held_) held_->combine(cfg.inner_state == "average");
       r.round = agg.begin(rounds_->units(step), rounds_->weight(step), v);
       r.stop = r.round.any.stop;
       rounds_->count_sync(step);
       if (!rounds_->leave_in_flight(r.round.any.last)) agg.finish();
+      if (held_) held_->distribute(cfg.inner_state != "keep");
       r.aggregated = true;
       if (rounds_->timed()) {
         tokens_agreed_ = tokens_before_start_ + static_cast<int64_t>(r.round.launch_tokens);
@@ -519,10 +604,9 @@ Trainer::StepResult Trainer::train_step(int64_t step) {
 }
 
 void Trainer::log_step(const StepResult& r) {
-  const auto& layout = topo_->layout();
-  const double step_tokens = static_cast<double>(layout.world() * s_.cfg.batch_size * s_.cfg.seq_len);
-  const double tok_per_s = step_tokens / r.seconds;
-  const double rank_tok_per_s = tok_per_s / layout.world();
+  // Tokens of the virtual world, processed by the real ranks: throughput is this box's.
+  const double tok_per_s = static_cast<double>(world_tokens_per_step()) / r.seconds;
+  const double rank_tok_per_s = tok_per_s / topo_->layout().world();
   const double mfu = 3.0 * s_.model.forward_flops_per_token(s_.cfg.seq_len) * rank_tok_per_s / peak_flops_;
   nlohmann::json bytes;
   for (comm::Tier tier : comm::kTiers) bytes[comm::tier_metric_key(tier)] = r.comm.bus_bytes(tier);
@@ -608,14 +692,14 @@ TrainSummary Trainer::run() {
       eval_wanted_ = false;
     }
     if (rank0) {
-      const double tok_per_s = static_cast<double>(topo_->layout().world() * cfg.batch_size * cfg.seq_len) / r.seconds;
+      const double tok_per_s = static_cast<double>(world_tokens_per_step()) / r.seconds;
       char extra[64] = "";
       if (last_val_ppl_ > 0) std::snprintf(extra, sizeof extra, "val ppl %.3f", last_val_ppl_);
       progress.update(step, r.loss, r.lr, tok_per_s, extra);
     }
     // A stop is agreed by every rank at the same point: at a round, or every step with one group.
-    const bool checkpoint = r.stop || (timed ? r.aggregated && (r.round.any.checkpoint || last)
-                                             : (cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0) || last);
+    const bool checkpoint = !s_.emulation.active() && (r.stop || (timed ? r.aggregated && (r.round.any.checkpoint || last)
+                                             : (cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0) || last));
     if (checkpoint) {
       // Time-based rounds: every group is at its own step; the checkpoint is named by group 0's.
       const bool per_group = timed && r.aggregated;
@@ -631,8 +715,9 @@ TrainSummary Trainer::run() {
       progress.finish();
       if (rank0) {
         metrics_.write({{"type", "preempted"}, {"step", step}, {"signal", preemption_signal()}});
-        std::fprintf(stderr, "fedshard: preempted: stopped after step %lld with a checkpoint; exit %d (requeue)\n",
-                     static_cast<long long>(step), kPreemptedExit);
+        std::fprintf(stderr, "fedshard: preempted: stopped after step %lld %s; exit %d (requeue)\n",
+                     static_cast<long long>(step),
+                     s_.emulation.active() ? "(emulated: no checkpoint)" : "with a checkpoint", kPreemptedExit);
       }
       TrainSummary summary;
       summary.steps = step;
@@ -664,7 +749,7 @@ TrainSummary Trainer::run() {
   summary.final_val_loss = last_val_loss_;
   summary.final_val_ppl = last_val_ppl_;
   summary.unigram_val_ppl = s_.train->manifest().unigram_val_ppl.value_or(0.0);
-  const double step_tokens = static_cast<double>(topo_->layout().world() * cfg.batch_size * cfg.seq_len);
+  const double step_tokens = static_cast<double>(world_tokens_per_step());
   summary.tok_per_s = timed_steps_ > 0 ? step_tokens * timed_steps_ / step_seconds_sum_ : step_tokens / wall;
   if (rank0) {
     nlohmann::json bytes;
@@ -678,9 +763,10 @@ TrainSummary Trainer::run() {
     }
     metrics_.write({{"type", "summary"},
                     {"strategy", s_.strategy.name()},
-                    {"world", topo_->layout().world()},
+                    {"world", s_.emulation.virtual_layout.world()},
                     {"group_size", resolved_["resolved"]["group_size"]},
-                    {"group_sizes", topo_->layout().group_sizes()},
+                    {"group_sizes", s_.emulation.virtual_layout.group_sizes()},
+                    {"emulation", resolved_["resolved"]["emulation"]},
                     {"shard_size", resolved_["resolved"]["shard_size"]},
                     {"steps", last_step},
                     {"tokens", tokens_through(last_step)},

@@ -14,10 +14,12 @@
 #include "data/window_sampler.h"
 #include "federation/schedule.h"
 #include "model/config.h"
+#include "parallel/emulation.h"
 #include "parallel/strategy.h"
 #include "train/checkpoint.h"
 #include "train/config.h"
 #include "train/engine.h"
+#include "train/group_states.h"
 #include "train/lr_schedule.h"
 #include "train/metrics.h"
 
@@ -28,12 +30,13 @@ namespace fedshard::train {
 struct TrainSetup {
   TrainConfig cfg;
   parallel::Strategy strategy;
-  comm::Layout layout;
+  comm::Layout layout;           // the real ranks' (emulation.real)
+  parallel::Emulation emulation;  // the virtual layout they play (parallel.emulate); inactive: the same
   comm::TopologySpec topology;
   model::ModelConfig model;
   std::shared_ptr<data::TokenDataset> train;
   std::shared_ptr<data::TokenDataset> val;
-  data::Partition partition;
+  data::Partition partition;  // over the virtual groups
   std::optional<CheckpointMeta> resume;  // checked (files present, checksums) before any collective
   std::vector<int> group_ids;            // stable id of each group of this run
   std::vector<int> continues;            // resuming onto another group layout: checkpoint group per group
@@ -66,6 +69,9 @@ class Trainer {
   void make_sampler();
   void open_run_files();
   StepResult train_step(int64_t step);
+  // Forward and backward over every micro-batch this rank plays for held group j (its virtual ranks x
+  // train.grad_accum), gradients reduced once; returns the mean loss (a device scalar).
+  at::Tensor forward_backward(int64_t step, size_t j);
   void log_step(const StepResult& r);
   // Evaluates over `comm` (the world for the global model, the group for a group's local model); rank 0 logs.
   void log_eval(int64_t step, const std::string& model_kind, comm::Communicator& comm);
@@ -75,7 +81,8 @@ class Trainer {
   void reopen_metrics_after(int64_t step);
   // Tokens the whole run has trained on through `step` (the world may have changed at a resume).
   int64_t tokens_through(int64_t step) const;
-  int64_t group_tokens_per_step() const;  // this rank's group: its ranks x batch x sequence length
+  int64_t group_tokens_per_step() const;  // this rank's real group: every virtual rank of its held groups
+  int64_t world_tokens_per_step() const;  // the virtual world's
 
   TrainSetup s_;
   int threads_ = 1;
@@ -83,8 +90,10 @@ class Trainer {
   comm::Topology* topo_ = nullptr;  // engine_'s
   parallel::ShardedModel* sharded_ = nullptr;
   std::optional<federation::Schedule> rounds_;  // fl-* only
-  std::unique_ptr<data::WindowSampler> sampler_;
-  int sampler_reader_ = 0;
+  // Per held group (one without emulation): its data, and the sampler's reader of each virtual rank played.
+  std::vector<std::shared_ptr<data::WindowSampler>> samplers_;
+  std::vector<std::vector<int>> readers_;
+  std::optional<GroupStates> held_;  // several groups per rank (parallel.emulate)
   LrSchedule lr_;
   MetricsLog metrics_;
   double peak_flops_ = 0;
