@@ -88,17 +88,20 @@ std::vector<std::string> write_report(const std::vector<RunData>& runs, const st
   std::vector<std::string> written;
 
   // Data files: one per run for the curves, one for the bars.
-  std::string ppl_time, ppl_tokens;
+  std::string ppl_time, ppl_tokens, ppl_plan;
   for (size_t i = 0; i < runs.size(); ++i) {
     std::ostringstream d;
-    d << "# tokens train_seconds val_ppl\n";
+    d << "# tokens train_seconds val_ppl predicted_hours\n";
     for (const auto& e : runs[i].evals)
-      if (e.model == "global") d << e.tokens << " " << e.train_seconds << " " << e.val_ppl << "\n";
+      if (e.model == "global")
+        d << e.tokens << " " << e.train_seconds << " " << e.val_ppl << " "
+          << static_cast<double>(e.step) * runs[i].plan_step_s.value_or(0.0) / 3600.0 << "\n";
     const std::string file = (out / ("eval_" + std::to_string(i) + ".dat")).string();
     write_file_atomically(file, d.str());
     const std::string sep = i ? ", " : "plot ";
     ppl_time += sep + quoted(file) + " using 2:3 with linespoints title " + quoted(runs[i].label);
     ppl_tokens += sep + quoted(file) + " using 1:3 with linespoints title " + quoted(runs[i].label);
+    ppl_plan += sep + quoted(file) + " using 4:3 with linespoints title " + quoted(runs[i].label);
   }
   std::ostringstream bars;
   bool any_prediction = false;
@@ -115,6 +118,11 @@ std::vector<std::string> write_report(const std::vector<RunData>& runs, const st
   const std::string ppl_axis = common + "set logscale y\nset ylabel 'validation perplexity (log scale)'\n";
   figure(out, "ppl_vs_time", ppl_axis + "set xlabel 'training time (s)'", ppl_time, written);
   figure(out, "ppl_vs_tokens", ppl_axis + "set xlabel 'tokens (global)'", ppl_tokens, written);
+  if (runs.front().plan_step_s)
+    figure(out, "ppl_vs_predicted_time",
+           ppl_axis + "set xlabel 'hours on " + runs.front().plan_cluster + " (PREDICTED by fedshard plan, not measured)'\n" +
+               "set title 'time axis predicted: each step priced at fedshard plan step time of its strategy'",
+           ppl_plan, written);
   const std::string bar_setup = "set style fill solid 0.7 border -1\nset boxwidth 0.6\nset xtics rotate by -25\n"
                                 "set grid ytics\nset yrange [0:*]\nset bmargin 6\n";
   figure(out, "throughput", bar_setup + "set ylabel 'tokens/s'",

@@ -35,6 +35,8 @@ std::string label_of(const nlohmann::json& config) {
     }
   }
   if (strategy.find("hsdp") != std::string::npos) os << " H=" << r.value("shard_size", 0);
+  // An emulated run (parallel.emulate) is named by the world it computes.
+  if (r.contains("emulation") && !r["emulation"].is_null()) os << " W=" << r.value("world", 0);
   if (strategy.rfind("fl-", 0) == 0) {
     os << " K=" << config["parallel"].value("sync_every", 0);
     os << " " << config["data"].value("partition", "iid");

@@ -37,6 +37,9 @@ struct RunData {
   std::vector<StepRow> steps;
   std::vector<EvalRow> evals;
   std::optional<double> predicted_step_s;
+  // --time-from-plan: the step time `fedshard plan` predicts for this strategy on plan_cluster.
+  std::optional<double> plan_step_s;
+  std::string plan_cluster;
 
   // Means over the steps after warm-up (step >= 3, when there are enough): aggregation rounds are amortized
   // as they are in `fedshard plan`'s per-step figures.
