@@ -10,11 +10,12 @@
 # optimizer step in tokens, steps, final val ppl (equal tokens), ppl at equal PREDICTED time on the paper's
 # cluster (each step priced at `fedshard plan --paper`'s step time for its strategy), ratio to fsdp; and the
 # figures (fedshard report: ppl vs tokens for the sweep, ppl vs predicted hours on 512 A100 for W_MAX).
-# Usage: bench/paper_regime.sh [BUILD_DIR]    env: EPOCHS (default 3), W_MAX (512), BATCH (2), SEQ (64), LR (3e-3)
+# Usage: bench/paper_regime.sh [BUILD_DIR]    (after make build; fetches and prepares Brown if needed)
+#   env: EPOCHS (default 3), W_MAX (512), BATCH (2), SEQ (64), LR (3e-3)
 set -euo pipefail
 build=$(cd "${1:-build}" && pwd)
 cd "$(dirname "$0")/.."
-[ -f data/brown/manifest.json ] || { echo "run make demo (or scripts/fetch-brown.sh + prepare-brown.sh) first" >&2; exit 1; }
+[ -f data/brown/manifest.json ] || make -s data/brown/manifest.json BUILD="$build"  # as make demo does
 epochs=${EPOCHS:-3} wmax=${W_MAX:-512} batch=${BATCH:-2} seq=${SEQ:-64} lr=${LR:-3e-3} k=8
 out=docs/results/paper_regime
 mkdir -p "$out" runs
