@@ -47,21 +47,19 @@ compare() {  # WHAT RUN_A RUN_B
 }
 
 # Gradient accumulation: A micro-batches of b against one batch of A*b, same ranks.
-run 1 "$tmp/ddp1-b4" --strategy ddp --batch-size 4
-run 1 "$tmp/ddp1-a2" --strategy ddp --batch-size 2 --grad-accum 2
-compare "ddp, 1 rank: 2 micro-batches of 2 = a batch of 4" "$tmp/ddp1-b4" "$tmp/ddp1-a2"
-run 2 "$tmp/ddp2-b4" --strategy ddp --batch-size 4
-run 2 "$tmp/ddp2-a4" --strategy ddp --batch-size 1 --grad-accum 4
-compare "ddp, 2 ranks: 4 micro-batches of 1 = a batch of 4" "$tmp/ddp2-b4" "$tmp/ddp2-a4"
-run 2 "$tmp/fsdp2-b4" --strategy fsdp --batch-size 4
-run 2 "$tmp/fsdp2-a2" --strategy fsdp --batch-size 2 --grad-accum 2
-compare "fsdp, 2 ranks: 2 micro-batches of 2 = a batch of 4" "$tmp/fsdp2-b4" "$tmp/fsdp2-a2"
-run 4 "$tmp/fsdp4-b2" --strategy fsdp --batch-size 2
-run 4 "$tmp/fsdp4-a2" --strategy fsdp --batch-size 1 --grad-accum 2
-compare "fsdp, 4 ranks: 2 micro-batches of 1 = a batch of 2" "$tmp/fsdp4-b2" "$tmp/fsdp4-a2"
-run 4 "$tmp/hsdp4-b2" --strategy hsdp --shard-size 2 --batch-size 2
-run 4 "$tmp/hsdp4-a2" --strategy hsdp --shard-size 2 --batch-size 1 --grad-accum 2
-compare "hsdp H=2, 4 ranks: 2 micro-batches of 1 = a batch of 2" "$tmp/hsdp4-b2" "$tmp/hsdp4-a2"
+n=0
+accum() {  # NP A B ARGS...
+  local np=$1 a=$2 b=$3 name="$tmp/accum$((n += 1))"
+  shift 3
+  run "$np" "$name-whole" --batch-size $((a * b)) "$@"
+  run "$np" "$name-micro" --batch-size "$b" --grad-accum "$a" "$@"
+  compare "$* on $np rank(s): $a micro-batches of $b = a batch of $((a * b))" "$name-whole" "$name-micro"
+}
+accum 1 2 2 --strategy ddp
+accum 2 4 1 --strategy ddp
+accum 2 2 2 --strategy fsdp
+accum 4 2 1 --strategy fsdp
+accum 4 2 1 --strategy hsdp --shard-size 2
 
 # Emulation against the real 8-rank runs.
 run 8 "$tmp/fsdp8" --strategy fsdp --batch-size 1
@@ -103,6 +101,8 @@ refused "fsdp with GxS groups" 1 "has no federation groups" --strategy fsdp --em
 refused "emulate with --group-size" 2 "gives the groups" --strategy fl-fsdp --emulate 4x2 --group-size 2
 refused "emulated run with checkpoints" 2 "keep no checkpoints" --strategy fl-fsdp --emulate 4x2 --checkpoint-every 2
 refused "held groups with overlap" 2 "holds 4 groups per rank" --strategy fl-fsdp --emulate 4x2 --overlap delayed
+refused "a malformed layout" 2 "expected W (a world of W ranks) or GxS" --strategy fl-fsdp --emulate 4y2
+refused "no micro-batches" 1 "train.grad_accum must be positive, got 0" --strategy ddp --grad-accum 0
 refused "held groups beyond memory" 1 "MB available" --strategy fl-ddp --emulate 100000x1 --model llama3.2-1b \
   --set model.vocab_size=128256
 

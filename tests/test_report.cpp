@@ -1,11 +1,13 @@
 // `fedshard report` on fixture run directories (tests/fixtures): the table's numbers against hand-computed
-// means, real PNG/SVG files from gnuplot, and clear errors for broken input.
+// means, real PNG/SVG files from gnuplot, steps priced from a hand-written plan, and clear errors for broken
+// input.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 
+#include "report/plan_time.h"
 #include "report/report.h"
 #include "util/error.h"
 #include "util/posix_file.h"
@@ -63,6 +65,39 @@ TEST(Report, BrokenInputNamesTheFile) {
     ADD_FAILURE() << "a step line without fields must be rejected";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("metrics.jsonl:1: malformed"), std::string::npos) << e.what();
+  }
+  fs::remove_all(dir);
+}
+
+TEST(Report, TimeFromPlanPricesStepsAtTheMatchingStrategy) {
+  const fs::path dir = fs::temp_directory_path() / ("fedshard-plantime-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  // Two fl-hsdp entries: only the one with the run's S = 4 and H = 2 may be taken.
+  std::ofstream(dir / "plan.json") << R"({"cluster": {"name": "c", "nodes": 2, "ranks_per_node": 4}, "plans": [
+    {"strategy": "fl-hsdp", "group_sizes": [8], "shard_sizes": [2], "step_s": 9.0},
+    {"strategy": "fsdp", "group_sizes": [8], "shard_sizes": [8], "step_s": 4.0},
+    {"strategy": "fl-hsdp", "group_sizes": [4, 4], "shard_sizes": [2, 2], "step_s": 3.0}]})";
+  std::vector<report::RunData> runs = {report::load_run((fixtures / "run-fsdp").string()),
+                                       report::load_run((fixtures / "run-fl").string())};
+  report::attach_plan_times(runs, (dir / "plan.json").string());
+  EXPECT_DOUBLE_EQ(*runs[0].plan_step_s, 4.0);
+  EXPECT_DOUBLE_EQ(*runs[1].plan_step_s, 3.0);
+  EXPECT_EQ(runs[0].plan_cluster, "c, 8 ranks");
+  const auto out = dir / "report";
+  report::write_report(runs, out.string());
+  EXPECT_EQ(read_file((out / "ppl_vs_predicted_time.png").string()).substr(1, 3), "PNG");
+  // fsdp's first evaluation is at step 3: 3 x 4 s = 1/300 h.
+  const auto dat = read_file((out / "eval_0.dat").string());
+  const auto first = dat.substr(dat.find('\n') + 1);
+  EXPECT_NEAR(std::stod(first.substr(first.rfind(' ', first.find('\n')))), 3 * 4.0 / 3600, 1e-8) << dat;  // printed to 6 digits
+
+  std::ofstream(dir / "plan.json") << R"({"cluster": {"name": "c", "nodes": 2}, "plans": [
+    {"strategy": "fsdp", "group_sizes": [8], "shard_sizes": [8], "step_s": 4.0}]})";
+  try {
+    report::attach_plan_times(runs, (dir / "plan.json").string());
+    ADD_FAILURE() << "a run without a matching plan entry must be rejected";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("has no plan for run"), std::string::npos) << e.what();
   }
   fs::remove_all(dir);
 }

@@ -16,7 +16,7 @@ int parse_count(const std::string& text, const std::string& spec) {
   } catch (const std::exception&) {
     used = 0;
   }
-  FS_CHECK(used == text.size() && !text.empty() && v > 0, "train.emulate = '", spec,
+  FS_CHECK(used == text.size() && !text.empty() && v > 0, "parallel.emulate = '", spec,
            "': expected W (a world of W ranks) or GxS (G groups of S ranks), positive integers");
   return v;
 }
@@ -51,26 +51,26 @@ Emulation plan_emulation(const Strategy& s, const std::string& spec, int real_wo
     e.virtual_layout = e.real;
     return e;
   }
-  FS_CHECK(groups.empty() && group_size == 0, "train.emulate = '", spec, "' gives the groups; drop ",
+  FS_CHECK(groups.empty() && group_size == 0, "parallel.emulate = '", spec, "' gives the groups; drop ",
            "parallel.group_size/groups (--group-size/--groups)");
   const auto x = spec.find('x');
   int g = 1, size = 0;
   if (x == std::string::npos) {
     size = parse_count(spec, spec);
-    FS_CHECK(!s.federated, s.name(), " needs train.emulate = GxS (G federation groups of S ranks), got '", spec, "'");
+    FS_CHECK(!s.federated, s.name(), " needs parallel.emulate = GxS (G federation groups of S ranks), got '", spec, "'");
   } else {
     g = parse_count(spec.substr(0, x), spec);
     size = parse_count(spec.substr(x + 1), spec);
-    FS_CHECK(s.federated || g == 1, s.name(), " has no federation groups: train.emulate = '", spec,
+    FS_CHECK(s.federated || g == 1, s.name(), " has no federation groups: parallel.emulate = '", spec,
              "' needs an fl-* strategy (or W for a world of W ranks)");
   }
   const int world = g * size;
   e.virtual_layout = make_layout(s, world, {}, s.federated ? size : 0, shard_size);
-  FS_CHECK(real_world <= world, "train.emulate = ", spec, " is a world of ", world, " rank(s) but the job has ",
+  FS_CHECK(real_world <= world, "parallel.emulate = ", spec, " is a world of ", world, " rank(s) but the job has ",
            real_world, " real ranks: use at most ", world);
   const int real_size = std::gcd(size, real_world);
   const int real_groups = real_world / real_size;
-  FS_CHECK(g % real_groups == 0, "train.emulate = ", spec, " (", g, " group(s) of ", size, ") cannot be played by ",
+  FS_CHECK(g % real_groups == 0, "parallel.emulate = ", spec, " (", g, " group(s) of ", size, ") cannot be played by ",
            real_world, " real ranks: a group of ", size, " takes gcd(", size, ", ", real_world, ") = ", real_size,
            " real ranks, leaving ", real_groups, " real groups for ", g, " virtual groups (", g, " is not a multiple of ",
            real_groups, "); use a rank count that divides ", world, " evenly into groups");

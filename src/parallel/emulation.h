@@ -1,4 +1,4 @@
-// Virtual ranks and virtual groups (train.emulate, --emulate): a job that computes, number for number, what a
+// Virtual ranks and virtual groups (parallel.emulate, --emulate): a job that computes, number for number, what a
 // world of G federation groups of S ranks computes, played by the real ranks available. The real ranks form
 // G_r groups of S_r = gcd(S, N) ranks (N = G_r x S_r); each real group holds G / G_r virtual groups, whose
 // models and optimizer states it trains in turn every step, and each real rank plays S / S_r virtual ranks

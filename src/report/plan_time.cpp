@@ -20,6 +20,7 @@ void attach_plan_times(std::vector<RunData>& runs, const std::string& plan_json)
   const auto& c = plan["cluster"];
   const std::string cluster = cat(c.value("name", "?"), ", ", c["nodes"].get<int>() * c.value("ranks_per_node", 1), " ranks");
   for (auto& r : runs) {
+    r.plan_step_s.reset();
     const auto& res = r.config.contains("resolved") ? r.config["resolved"] : nlohmann::json::object();
     const std::string strategy = res.value("strategy", "?");
     const bool fl = strategy.rfind("fl-", 0) == 0, hsdp = strategy.find("hsdp") != std::string::npos;

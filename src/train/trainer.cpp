@@ -131,10 +131,6 @@ void choose_group_ids(TrainSetup& s) {
   }
 }
 
-}  // namespace
-
-namespace {
-
 // What emulation cannot do, refused before any collective: options whose effect depends on the real groups
 // differing (several virtual groups per rank train in lockstep on one clock), checkpoints (a rank's held
 // groups are not in the checkpoint format), and held groups that would not fit in memory.
@@ -152,8 +148,7 @@ void check_emulation(const TrainSetup& s) {
     // Each held group keeps a master shard and two AdamW moments; MemAvailable is shared by this host's ranks.
     const double rank_params = static_cast<double>(s.model.param_count()) / e.real.shard_size(0);
     const double bytes = 3.0 * rank_params * (cfg.dtype == "float64" ? 8 : 4) * e.groups_per_rank;
-    const auto [host_rank, host_ranks] = comm::MpiRuntime::get().host_rank_and_size();
-    (void)host_rank;
+    const int host_ranks = comm::MpiRuntime::get().host_rank_and_size().second;
     const double available = available_memory_bytes() / host_ranks;
     FS_CHECK(available <= 0 || bytes < 0.8 * available, "parallel.emulate = ", cfg.emulate, ": each rank holds ",
              e.groups_per_rank, " groups' master shards and optimizer state, ", static_cast<int64_t>(bytes / 1e6),
