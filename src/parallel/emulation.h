@@ -24,7 +24,7 @@ struct Emulation {
   // Virtual groups held by real rank r's group, in training order; virtual positions r plays in each.
   std::vector<int> groups_of(int real_rank) const;
   std::vector<int> positions_of(int real_rank) const;
-  // "4x2 on 2 ranks (1x2, 4 groups and 1 rank each)", for logs.
+  // "4x2 on 2 rank(s) (1x2; 4 group(s) per rank group, 1 virtual rank(s) per rank)", for logs.
   std::string describe() const;
 };
 

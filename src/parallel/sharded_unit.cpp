@@ -68,7 +68,6 @@ void ShardedUnit::backward_done(const std::vector<at::Tensor>& grads) {
 
   // Micro-batches sum in at least float32, like the call sites above.
   at::Tensor grad = std::move(grad_accum_);
-  grad_accum_ = at::Tensor();
   if (unsynced_.defined())
     unsynced_.add_(grad);
   else if (!sync_)

@@ -1,6 +1,6 @@
 // ShardedUnit owns everything about one FlatParam's communication (FSDP2's FSDPParamGroup): the all-gather
 // of the full parameter before use (prefetchable), its release, the accumulation of the full gradient over
-// the unit's call sites, and the asynchronous reduce-scatter over `shard` (+ all-reduce over `replica`)
+// the unit's call sites and over micro-batches, and the asynchronous reduce-scatter over `shard` (+ all-reduce over `replica`)
 // into the master shard's gradient. Nothing else touches these buffers.
 #pragma once
 
