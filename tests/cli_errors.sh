@@ -67,6 +67,14 @@ expect "K given twice" "federation.round = 'steps:4' disagrees with parallel.syn
 expect "slow rank outside the world" "--slow item '9=2': no rank 9 (the world has 1)" -- "${train[@]}" --slow 9=2
 expect "slow factor below 1" "the factor must be at least 1" -- "${train[@]}" --slow group:0=0.5
 expect "plan: sync every 0 steps" "--sync-every" -- "$bin" plan --paper --sync-every 0
+expect "plan: K=0 in a strategy" "K must be positive" -- "$bin" plan --paper --strategy fl-fsdp:S=4,K=0
+expect "plan: group size 0" "--group-size" -- "$bin" plan --paper --strategy fl-fsdp --group-size 0
+expect "plan: mfu above 1" "--mfu" -- "$bin" plan --paper --mfu 1.5
+expect "plan: negative compute time" "--compute-seconds" -- "$bin" plan --paper --compute-seconds -1
+expect "plan: optimizer longer than compute" "cannot exceed it" -- \
+  "$bin" plan --paper --compute-seconds 1 --optimizer-seconds 2
+expect "plan: 3-byte elements" "--bytes-per-element" -- "$bin" plan --paper --bytes-per-element 3
+expect "plan: zero batch" "--batch" -- "$bin" plan --paper --batch 0
 expect "report: not a run dir" "no metrics.jsonl in $tmp" -- "$bin" report "$tmp" --out "$tmp/rep"
 expect "export: not a checkpoint" "neither a checkpoint nor a run directory" -- "$bin" export "$tmp" --out "$tmp/exp"
 

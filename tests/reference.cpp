@@ -65,6 +65,29 @@ void ReferenceTrainer::set_parameters(const std::map<std::string, at::Tensor>& v
   for (auto& p : params_) p.tensor->copy_(values.at(p.name));
 }
 
+void ReferenceTrainer::reset_optimizer() {
+  for (size_t i = 0; i < m_.size(); ++i) {
+    m_[i] = at::zeros_like(m_[i]);
+    v_[i] = at::zeros_like(v_[i]);
+  }
+  t_ = 0;
+}
+
+void ReferenceTrainer::average_optimizers(std::vector<ReferenceTrainer>& trainers) {
+  const double n = static_cast<double>(trainers.size());
+  for (size_t i = 0; i < trainers[0].m_.size(); ++i) {
+    at::Tensor m = at::zeros_like(trainers[0].m_[i]), v = at::zeros_like(trainers[0].v_[i]);
+    for (const auto& t : trainers) {
+      m = m + t.m_[i];
+      v = v + t.v_[i];
+    }
+    for (auto& t : trainers) {
+      t.m_[i] = m / n;
+      t.v_[i] = v / n;
+    }
+  }
+}
+
 at::Tensor synthetic_batch(int64_t step, int64_t rows, int64_t seq_len, int64_t vocab) {
   auto gen = at::detail::createCPUGenerator(1000 + static_cast<uint64_t>(step));
   return at::randint(0, vocab, {rows, seq_len + 1}, gen, at::TensorOptions().dtype(at::kLong));

@@ -28,6 +28,10 @@ class ReferenceTrainer {
   double last_grad_norm() const { return last_norm_; }
   std::map<std::string, at::Tensor> parameters() const;
   void set_parameters(const std::map<std::string, at::Tensor>& values);
+  // What a federation round does to the inner AdamW state: inner_state = reset zeroes the moments and the
+  // step count; average gives every trainer the trainers' mean moments (equal weights).
+  void reset_optimizer();
+  static void average_optimizers(std::vector<ReferenceTrainer>& trainers);
 
  private:
   model::Llama model_;

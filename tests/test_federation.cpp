@@ -60,11 +60,15 @@ std::map<std::string, at::Tensor> average(const std::vector<std::map<std::string
 }
 
 // Trains `c` and the per-group reference side by side; checks losses each step and parameters at the end.
-void expect_fl_matches_reference(const FlCase& c, const std::string& optimizer, int k, double max_norm, int steps) {
+// The reference's round, written out here: the groups' mean; with the nesterov outer optimizer, SGD with
+// Nesterov momentum on the pseudo-gradient (global - mean) as torch.optim.SGD(nesterov=True) defines it;
+// then the inner AdamW state kept, averaged or reset.
+void expect_fl_matches_reference(const FlCase& c, const std::string& optimizer, int k, double max_norm, int steps,
+                                 const federation::FederationOptions& fed = {}) {
   const auto cfg = reference::tiny_config();
   const int64_t rows = 2, seq = 10;
   const double lr = optimizer == "sgd" ? 0.5 : 1e-2;
-  fixture::Engine e(cfg, {c.group_size, c.shard_size, 0}, f64(), optimizer, /*federated=*/true);
+  fixture::Engine e(cfg, {c.group_size, c.shard_size, 0}, f64(), optimizer, /*federated=*/true, fed);
   const int groups = e.topo->layout().groups(), g = e.topo->coords().group;
   reference::ReferenceOptions ro;
   ro.optimizer = optimizer;
@@ -72,6 +76,9 @@ void expect_fl_matches_reference(const FlCase& c, const std::string& optimizer, 
   ro.max_norm = max_norm;
   std::vector<reference::ReferenceTrainer> refs;
   for (int i = 0; i < groups; ++i) refs.emplace_back(cfg, 5, ro);
+  auto global = refs[0].parameters();
+  std::map<std::string, at::Tensor> momentum;
+  for (const auto& [name, t] : global) momentum[name] = at::zeros_like(t);
   for (int s = 1; s <= steps; ++s) {
     auto batch = reference::synthetic_batch(s, rows * world_size(), seq, cfg.vocab_size);
     const double got = e.step(batch, world_rank() * rows, rows, lr, max_norm, e.topo->group());
@@ -83,8 +90,19 @@ void expect_fl_matches_reference(const FlCase& c, const std::string& optimizer, 
       e.aggregator->sync(1.0);
       std::vector<std::map<std::string, at::Tensor>> models;
       for (auto& r : refs) models.push_back(r.parameters());
-      const auto mean = average(models);
-      for (auto& r : refs) r.set_parameters(mean);
+      auto next = average(models);
+      if (fed.outer.name == "nesterov") {
+        for (auto& [name, t] : next) {
+          const auto delta = global[name] - t;
+          momentum[name] = fed.outer.momentum * momentum[name] + delta;
+          t = global[name] - fed.outer.lr * (delta + fed.outer.momentum * momentum[name]);
+        }
+      }
+      global = next;
+      for (auto& r : refs) r.set_parameters(next);
+      if (fed.inner_state == "average") reference::ReferenceTrainer::average_optimizers(refs);
+      if (fed.inner_state == "reset")
+        for (auto& r : refs) r.reset_optimizer();
     }
   }
   EXPECT_LE(fixture::max_abs_diff(e.sharded->full_parameters(), refs[g].parameters()), 1e-9) << c.name;
@@ -124,6 +142,21 @@ TEST(Federation, SgdWithSyncEveryStepEqualsTheWholeWorld) {
 
 TEST(Federation, AdamWEveryFourStepsMatchesPerGroupReference) {
   for (const auto& c : fl_cases()) expect_fl_matches_reference(c, "adamw", 4, 0.5, 8);
+}
+
+// DiLoCo's outer step: outer lr 0.7 and momentum 0.9, so both the momentum and the lr show in the result.
+TEST(Federation, NesterovOuterStepMatchesReference) {
+  federation::FederationOptions fed;
+  fed.outer = {"nesterov", 0.7, 0.9};
+  for (const auto& c : fl_cases()) expect_fl_matches_reference(c, "adamw", 3, 0.5, 9, fed);
+}
+
+TEST(Federation, InnerStateAverageAndResetMatchReference) {
+  for (const char* inner : {"average", "reset"}) {
+    federation::FederationOptions fed;
+    fed.inner_state = inner;
+    for (const auto& c : fl_cases()) expect_fl_matches_reference(c, "adamw", 3, 0.5, 8, fed);
+  }
 }
 
 TEST(Federation, GroupsDivergeBetweenSyncsAndAgreeExactlyAfter) {
@@ -175,16 +208,16 @@ TEST(Federation, InterGroupBytesPerAggregationMatchTheFormula) {
     const auto before = comm::Ledger::instance().snapshot();
     e.aggregator->sync(1.0);
     const auto d = comm::Ledger::instance().snapshot() - before;
-    const double inter_group = d.at(comm::Tier::InterGroup, comm::Traffic::Data).bus_bytes;
+    const double inter_group = d.at(comm::Tier::InterGroup, comm::Traffic::Data).sent_bytes;
     EXPECT_NEAR(inter_group, 2.0 * (G - 1) / G * psi_b / S, 1e-6) << c.name;
     // Averaging whole shards on every replica (the paper's code) would send R times more across groups.
     const double whole_shards = 2.0 * (G - 1) / G * psi_b / H;
     EXPECT_NEAR(inter_group * R, whole_shards, 1e-6) << c.name;
-    const double replica_gather = d.by_comm.count("replica") ? d.by_comm.at("replica").bus_bytes : 0.0;
+    const double replica_gather = d.by_comm.count("replica") ? d.by_comm.at("replica").sent_bytes : 0.0;
     EXPECT_NEAR(replica_gather, (R - 1) / R * psi_b / H, 1e-6) << c.name;
     // Control: the weight, the votes, two FedNova sums, the launch's tokens and every group's step: 8 + G
     // doubles over the rank's one segment.
-    EXPECT_NEAR(d.at(comm::Tier::InterGroup, comm::Traffic::Control).bus_bytes, 2.0 * (G - 1) / G * (8.0 + G) * 8, 1e-9);
+    EXPECT_NEAR(d.at(comm::Tier::InterGroup, comm::Traffic::Control).sent_bytes, 2.0 * (G - 1) / G * (8.0 + G) * 8, 1e-9);
   }
 }
 
@@ -289,7 +322,8 @@ TEST(Federation, UnequalGroupsEveryFourStepsMatchWeightedFedAvgOfThreeReferences
 
 TEST(Federation, UnequalGroupsMoveTheModelAcrossGroupsOncePerRound) {
   // Over all ranks, one round sends 2 (G - 1) Psi b across groups, as a ring all-reduce of the model among G
-  // parties does; each rank sends its share 2 (G - 1) / G * Psi b / S_g. Counted by the communicators.
+  // parties does; each rank sends its share 2 (G - 1) / G * Psi b / S_g, give or take less than 2 elements per
+  // all-reduce where a slice does not split evenly among the G parties. Counted at the MPI sends.
   if (world_size() != 8) GTEST_SKIP() << "needs 8 ranks";
   const auto cfg = reference::tiny_config();
   for (const auto& c : kUnequal) {
@@ -301,8 +335,10 @@ TEST(Federation, UnequalGroupsMoveTheModelAcrossGroupsOncePerRound) {
     const double psi_b = padded * 8.0;
     const auto before = comm::Ledger::instance().snapshot();
     e.aggregator->sync(S);
-    const double mine = (comm::Ledger::instance().snapshot() - before).at(comm::Tier::InterGroup, comm::Traffic::Data).bus_bytes;
-    EXPECT_NEAR(mine, 2.0 * (G - 1) / G * psi_b / S, 1e-6) << c.label() << " rank " << world_rank();
+    const auto round = (comm::Ledger::instance().snapshot() - before).at(comm::Tier::InterGroup, comm::Traffic::Data);
+    const double mine = round.sent_bytes;
+    EXPECT_NEAR(mine, 2.0 * (G - 1) / G * psi_b / S, 2 * 8.0 * static_cast<double>(round.calls))
+        << c.label() << " rank " << world_rank();
     auto total = at::full({1}, mine, at::kDouble);
     e.topo->world().all_reduce(total, comm::ReduceOp::Sum, comm::Traffic::Control)->wait();
     EXPECT_NEAR(total.item<double>(), 2.0 * (G - 1) * psi_b, 1e-6) << c.label();

@@ -232,7 +232,7 @@ TEST(RelaxedRounds, CompressedRoundsSendTheirShareOfTheBytes) {
     e.aggregator->sync(1.0);
     const auto d = comm::Ledger::instance().snapshot() - before;
     double bytes = 0;
-    for (comm::Tier t : comm::kTiers) bytes += d.at(t, comm::Traffic::Data).bus_bytes;
+    for (comm::Tier t : comm::kTiers) bytes += d.at(t, comm::Traffic::Data).sent_bytes;
     return bytes;
   };
   const double plain = round_bytes("none"), bf16 = round_bytes("bf16"), int8 = round_bytes("int8");

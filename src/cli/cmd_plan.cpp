@@ -160,29 +160,37 @@ Command add_plan(CLI::App& app) {
   sub->add_option("--nodes", a->nodes, "nodes")->check(CLI::PositiveNumber);
   sub->add_option("--ranks-per-node", a->ranks_per_node, "ranks (GPUs) per node")->check(CLI::PositiveNumber);
   sub->add_option("--model", a->model, "model preset")->capture_default_str();
-  sub->add_option("--params", a->params, "bare parameter count instead of a preset (priced as one unit)");
-  sub->add_option("--vocab-size", a->vocab, "vocabulary size (needed by tiny/small, which take it from the data)");
+  sub->add_option("--params", a->params, "bare parameter count instead of a preset (priced as one unit)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--vocab-size", a->vocab, "vocabulary size (needed by tiny/small, which take it from the data)")
+      ->check(CLI::PositiveNumber);
   sub->add_option("--strategy", a->strategies,
                   "NAME[:S=..,H=..,K=..] (repeatable); default: ddp, fsdp, hsdp, fl-fsdp, fl-hsdp with node-sized "
                   "shards and groups");
-  sub->add_option("--group-size", a->group_size, "S for fl-* strategies given without S");
+  sub->add_option("--group-size", a->group_size, "S for fl-* strategies given without S")->check(CLI::PositiveNumber);
   sub->add_option("--groups", a->groups, "S1,S2,... groups of different sizes for fl-* strategies given without S");
-  sub->add_option("--shard-size", a->shard_size, "H for hsdp strategies given without H");
+  sub->add_option("--shard-size", a->shard_size, "H for hsdp strategies given without H")->check(CLI::PositiveNumber);
   sub->add_option("--sync-every", a->sync_every, "K for fl-* strategies given without K")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000000));
-  sub->add_option("--batch", a->batch, "sequences per rank per step")->capture_default_str();
-  sub->add_option("--seq", a->seq, "tokens per sequence")->capture_default_str();
+  sub->add_option("--batch", a->batch, "sequences per rank per step")->capture_default_str()->check(CLI::PositiveNumber);
+  sub->add_option("--seq", a->seq, "tokens per sequence")->capture_default_str()->check(CLI::PositiveNumber);
   sub->add_option("--link", a->links, "TIER=BANDWIDTH,LATENCY, e.g. inter-group=1Gbit/s,500us (repeatable)");
-  sub->add_option("--flops", a->flops, "peak FLOP/s per rank");
-  sub->add_option("--mfu", a->mfu, "achieved fraction of peak (default 0.4)");
-  sub->add_option("--compute-seconds", a->compute_seconds, "measured compute time per step (replaces --flops)");
+  sub->add_option("--flops", a->flops, "peak FLOP/s per rank")->check(CLI::PositiveNumber);
+  sub->add_option("--mfu", a->mfu, "achieved fraction of peak (default 0.4)")
+      ->check(CLI::Range(1e-6, 1.0).description("a fraction in (0, 1]"));
+  sub->add_option("--compute-seconds", a->compute_seconds, "measured compute time per step (replaces --flops)")
+      ->check(CLI::PositiveNumber);
   sub->add_option("--optimizer-seconds", a->optimizer_seconds,
-                  "part of --compute-seconds spent in the optimizer step (runs after the reductions)");
-  sub->add_option("--memory-gb", a->memory_gb, "device memory per rank, GB (flags strategies that do not fit)");
+                  "part of --compute-seconds spent in the optimizer step (runs after the reductions)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--memory-gb", a->memory_gb, "device memory per rank, GB (flags strategies that do not fit)")
+      ->check(CLI::PositiveNumber);
   sub->add_option("--overlap", a->overlap, "on: per-step collectives hide behind compute; off: they add")
       ->check(CLI::IsMember({"on", "off"}));
-  sub->add_option("--bytes-per-element", a->bytes, "bytes per gathered element (2 = bf16)")->capture_default_str();
+  sub->add_option("--bytes-per-element", a->bytes, "bytes per gathered element (2 = bf16)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({1, 2, 4, 8}));
   sub->add_option("--reduce-dtype", a->reduce_dtype,
                   "gradient reductions and the federation average (parallel.reduce_dtype): float32 | bfloat16 | "
                   "float64; default float32, bfloat16 with --paper (the paper's code)")
@@ -221,8 +229,10 @@ Command add_plan(CLI::App& app) {
     if (a->vocab > 0) w.model.vocab_size = a->vocab;
     FS_CHECK(w.params_override > 0 || w.model.vocab_size > 0, "model ", a->model,
              " takes its vocabulary from the data: give --vocab-size (258 for the byte tokenizer)");
-    FS_CHECK(a->batch > 0 && a->seq > 0, "--batch and --seq must be positive");
-    FS_CHECK(a->bytes > 0, "--bytes-per-element must be positive");
+    FS_CHECK(a->optimizer_seconds <= a->compute_seconds || a->compute_seconds == 0,
+             "--optimizer-seconds (", a->optimizer_seconds, ") is part of --compute-seconds (", a->compute_seconds,
+             ") and cannot exceed it");
+    FS_CHECK(a->optimizer_seconds == 0 || a->compute_seconds > 0, "--optimizer-seconds needs --compute-seconds");
     w.batch_per_rank = a->batch;
     w.seq_len = a->seq;
     w.param_bytes = a->bytes;

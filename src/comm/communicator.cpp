@@ -39,11 +39,12 @@ int ring_steps(Collective c, int p) {
 }
 
 Work::Clock::time_point record_completion(const std::string& comm, Tier tier, Lane lane, Traffic k, Collective c,
-                                          double full_bytes, int p, Work::Clock::time_point t0,
+                                          double full_bytes, int p, double sent_bytes, Work::Clock::time_point t0,
                                           Work::Clock::time_point t1) {
   const auto release = LinkEmulator::instance().release_time(tier, lane, c, full_bytes, p, t0, t1);
   Tally tally;
-  tally.bus_bytes = ring_bus_bytes(c, full_bytes, p);
+  tally.sent_bytes = sent_bytes;
+  tally.formula_bytes = ring_bus_bytes(c, full_bytes, p);
   tally.payload_bytes = full_bytes;
   tally.calls = 1;
   tally.seconds = std::chrono::duration<double>(t1 - t0).count();

@@ -24,10 +24,11 @@ double ring_bus_bytes(Collective c, double full_bytes, int p);
 // Sequential ring steps (the latency term): p-1, twice that for all-reduce.
 int ring_steps(Collective c, int p);
 
-// What every backend does once a collective of p ranks has run from t0 to t1: counts it in the Ledger and
-// returns when its Work may be released (later than t1 when the tier's link is emulated).
+// What every backend does once a collective of p ranks has run from t0 to t1 and this rank handed
+// `sent_bytes` to the transport: counts it in the Ledger (next to the ring formula's figure) and returns when
+// its Work may be released (later than t1 when the tier's link is emulated).
 Work::Clock::time_point record_completion(const std::string& comm, Tier tier, Lane lane, Traffic k, Collective c,
-                                          double full_bytes, int p, Work::Clock::time_point t0,
+                                          double full_bytes, int p, double sent_bytes, Work::Clock::time_point t0,
                                           Work::Clock::time_point t1);
 
 class Communicator {

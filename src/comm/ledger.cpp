@@ -3,7 +3,8 @@
 namespace fedshard::comm {
 
 Tally& Tally::operator+=(const Tally& o) {
-  bus_bytes += o.bus_bytes;
+  sent_bytes += o.sent_bytes;
+  formula_bytes += o.formula_bytes;
   payload_bytes += o.payload_bytes;
   calls += o.calls;
   seconds += o.seconds;
@@ -13,7 +14,8 @@ Tally& Tally::operator+=(const Tally& o) {
 
 Tally Tally::operator-(const Tally& o) const {
   Tally d;
-  d.bus_bytes = bus_bytes - o.bus_bytes;
+  d.sent_bytes = sent_bytes - o.sent_bytes;
+  d.formula_bytes = formula_bytes - o.formula_bytes;
   d.payload_bytes = payload_bytes - o.payload_bytes;
   d.calls = calls - o.calls;
   d.seconds = seconds - o.seconds;
@@ -21,14 +23,18 @@ Tally Tally::operator-(const Tally& o) const {
   return d;
 }
 
-double LedgerSnapshot::bus_bytes(Tier t) const {
-  return at(t, Traffic::Data).bus_bytes + at(t, Traffic::Control).bus_bytes;
+double LedgerSnapshot::sent_bytes(Tier t) const {
+  return at(t, Traffic::Data).sent_bytes + at(t, Traffic::Control).sent_bytes;
 }
 
-double LedgerSnapshot::bus_bytes(Traffic k) const {
+double LedgerSnapshot::sent_bytes(Traffic k) const {
   double s = 0;
-  for (Tier t : kTiers) s += at(t, k).bus_bytes;
+  for (Tier t : kTiers) s += at(t, k).sent_bytes;
   return s;
+}
+
+double LedgerSnapshot::formula_bytes(Tier t) const {
+  return at(t, Traffic::Data).formula_bytes + at(t, Traffic::Control).formula_bytes;
 }
 
 LedgerSnapshot LedgerSnapshot::operator-(const LedgerSnapshot& o) const {

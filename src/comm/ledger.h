@@ -13,7 +13,8 @@
 namespace fedshard::comm {
 
 struct Tally {
-  double bus_bytes = 0;      // bytes this rank sends under the ring algorithm of the collective
+  double sent_bytes = 0;     // bytes this rank handed to MPI's sends, counted at the calls (NCCL: see below)
+  double formula_bytes = 0;  // what the ring formula says one rank sends (ring_bus_bytes), for comparison
   double payload_bytes = 0;  // size of the buffer the collective was called on
   int64_t calls = 0;
   double seconds = 0;        // time the collective took on the comm thread (real)
@@ -29,8 +30,9 @@ struct LedgerSnapshot {
   double exposed_wait_seconds = 0;  // time the training thread spent blocked in wait()
 
   const Tally& at(Tier t, Traffic k) const { return by_tier[static_cast<int>(t)][static_cast<int>(k)]; }
-  double bus_bytes(Tier t) const;  // data + control
-  double bus_bytes(Traffic k) const;  // all tiers
+  double sent_bytes(Tier t) const;  // data + control
+  double sent_bytes(Traffic k) const;  // all tiers
+  double formula_bytes(Tier t) const;  // data + control
   LedgerSnapshot operator-(const LedgerSnapshot& o) const;
 };
 

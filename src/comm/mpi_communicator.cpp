@@ -1,7 +1,5 @@
 #include "comm/mpi_communicator.h"
 
-#include <limits>
-
 #include "comm/mpi_ops.h"
 #include "comm/mpi_runtime.h"
 #include "util/error.h"
@@ -9,11 +7,6 @@
 namespace fedshard::comm {
 
 namespace {
-
-int count_of(const at::Tensor& t) {
-  FS_ASSERT(t.numel() <= std::numeric_limits<int>::max(), "collective of ", t.numel(), " elements exceeds MPI's int count");
-  return static_cast<int>(t.numel());
-}
 
 void check_buffer(const at::Tensor& t) {
   FS_ASSERT(t.defined() && t.is_contiguous(), "collective buffers must be contiguous tensors");
@@ -62,7 +55,7 @@ MpiCommunicator::~MpiCommunicator() {
 }
 
 WorkHandle MpiCommunicator::launch(Collective c, const at::Tensor& t, double full_bytes, Traffic k,
-                                   std::function<void()> run) {
+                                   std::function<int64_t()> run) {
   auto work = std::make_shared<Work>(describe(c, t));
   if (size() == 1) {
     run();
@@ -76,8 +69,8 @@ WorkHandle MpiCommunicator::launch(Collective c, const at::Tensor& t, double ful
   MpiRuntime::get().comm_thread(lane_).submit([=, run = std::move(run)] {
     try {
       const auto t0 = Work::Clock::now();
-      run();
-      work->finish(record_completion(comm_name, tier, lane, k, c, full_bytes, p, t0, Work::Clock::now()));
+      const double sent = static_cast<double>(run());
+      work->finish(record_completion(comm_name, tier, lane, k, c, full_bytes, p, sent, t0, Work::Clock::now()));
     } catch (...) {
       work->fail(std::current_exception());
     }
@@ -94,8 +87,9 @@ WorkHandle MpiCommunicator::all_gather(const at::Tensor& in, const at::Tensor& o
     const auto in_h = to_host(in), out_h = host_buffer(out);
     const auto mine = out_h.reshape({-1}).narrow(0, ring.rank * in_h.numel(), in_h.numel());
     if (mine.data_ptr() != in_h.data_ptr()) mine.copy_(in_h.reshape({-1}));
-    ring_all_gather(ring, out_h);
+    const int64_t sent = ring_all_gather(ring, out_h);
     copy_back(out, out_h);
+    return sent;
   });
 }
 
@@ -106,9 +100,10 @@ WorkHandle MpiCommunicator::reduce_scatter(const at::Tensor& in, const at::Tenso
   const Ring ring{comm_, rank(), size()};
   return launch(Collective::ReduceScatter, in, static_cast<double>(in.nbytes()), k, [=] {
     const auto in_h = to_host(in), out_h = host_buffer(out);
-    ring_reduce_scatter(ring, in_h, out_h);
+    const int64_t sent = ring_reduce_scatter(ring, in_h, out_h);
     if (op == ReduceOp::Mean && ring.size > 1) out_h.div_(ring.size);
     copy_back(out, out_h);
+    return sent;
   });
 }
 
@@ -117,9 +112,10 @@ WorkHandle MpiCommunicator::all_reduce(const at::Tensor& inout, ReduceOp op, Tra
   const Ring ring{comm_, rank(), size()};
   return launch(Collective::AllReduce, inout, static_cast<double>(inout.nbytes()), k, [=] {
     const auto io_h = to_host(inout);
-    ring_all_reduce(ring, io_h);
+    const int64_t sent = ring_all_reduce(ring, io_h);
     if (op == ReduceOp::Mean && ring.size > 1) io_h.div_(ring.size);
     copy_back(inout, io_h);
+    return sent;
   });
 }
 
@@ -131,20 +127,20 @@ WorkHandle MpiCommunicator::all_to_all(const at::Tensor& in, const at::Tensor& o
   const Ring ring{comm_, rank(), size()};
   return launch(Collective::AllToAll, in, static_cast<double>(in.nbytes()), k, [=] {
     const auto in_h = to_host(in), out_h = host_buffer(out);
-    pairwise_all_to_all(ring, in_h, out_h);
+    const int64_t sent = pairwise_all_to_all(ring, in_h, out_h);
     copy_back(out, out_h);
+    return sent;
   });
 }
 
 WorkHandle MpiCommunicator::broadcast(const at::Tensor& inout, int root, Traffic k) {
   check_buffer(inout);
-  const int n = count_of(inout);
+  const Ring ring{comm_, rank(), size()};
   return launch(Collective::Broadcast, inout, static_cast<double>(inout.nbytes()), k, [=] {
     const auto io_h = to_host(inout);
-    MPI_Request req;
-    mpi_check(MPI_Ibcast(io_h.data_ptr(), n, mpi_type(inout), root, comm_, &req), "MPI_Ibcast");
-    wait_request(&req);
+    const int64_t sent = chain_broadcast(ring, io_h, root);
     copy_back(inout, io_h);
+    return sent;
   });
 }
 
@@ -153,6 +149,7 @@ WorkHandle MpiCommunicator::barrier() {
     MPI_Request req;
     mpi_check(MPI_Ibarrier(comm_, &req), "MPI_Ibarrier");
     wait_request(&req);
+    return int64_t{0};
   });
 }
 

@@ -1,7 +1,8 @@
 // Communicator over an MPI communicator for CPU tensors (device tensors are staged through host copies). Each
 // collective runs on its lane's comm thread (docs/perf.md: why not the training thread): all-gather,
-// reduce-scatter and all-reduce as rings and all-to-all as pairwise exchanges of non-blocking point-to-point messages (mpi_ops.h: why not MPI's
-// own), broadcast and barrier as non-blocking MPI collectives.
+// reduce-scatter and all-reduce as rings, all-to-all as pairwise exchanges and broadcast as a pipelined chain,
+// all of non-blocking point-to-point messages (mpi_ops.h: why not MPI's own) whose bytes are counted as they
+// are handed to MPI; barrier as a non-blocking MPI barrier (no payload).
 #pragma once
 
 #include <mpi.h>
@@ -30,9 +31,9 @@ class MpiCommunicator : public Communicator {
   MPI_Comm mpi_comm() const { return comm_; }
 
  private:
-  // Runs `run` (the whole collective, blocking) on the comm thread and records it. Size-1 communicators run
-  // it synchronously and record nothing.
-  WorkHandle launch(Collective c, const at::Tensor& t, double full_bytes, Traffic k, std::function<void()> run);
+  // Runs `run` (the whole collective, blocking; returns the bytes it sent) on the comm thread and records it.
+  // Size-1 communicators run it synchronously and record nothing.
+  WorkHandle launch(Collective c, const at::Tensor& t, double full_bytes, Traffic k, std::function<int64_t()> run);
 
   MPI_Comm comm_;
   Lane lane_;

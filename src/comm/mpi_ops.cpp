@@ -49,8 +49,8 @@ constexpr int kRingTag = 0x5249;
 
 int mod(int a, int p) { return ((a % p) + p) % p; }
 
-// Sends `send` to the next rank and receives `recv` from the previous one, concurrently.
-void shift(const Ring& ring, const at::Tensor& send, const at::Tensor& recv) {
+// Sends `send` to the next rank and receives `recv` from the previous one, concurrently; returns the bytes sent.
+int64_t shift(const Ring& ring, const at::Tensor& send, const at::Tensor& recv) {
   FS_ASSERT(send.numel() <= std::numeric_limits<int>::max() && recv.numel() <= std::numeric_limits<int>::max(),
             "ring message exceeds MPI's int count");
   MPI_Request reqs[2];
@@ -62,6 +62,7 @@ void shift(const Ring& ring, const at::Tensor& send, const at::Tensor& recv) {
             "MPI_Isend");
   wait_request(&reqs[0]);
   wait_request(&reqs[1]);
+  return static_cast<int64_t>(send.nbytes());
 }
 
 // Segment i of a buffer of `count` elements split into p nearly equal parts.
@@ -74,58 +75,64 @@ struct Segments {
 
 // Step s: send the partial sum of segment rank-s-1, receive that of rank-s-2 and add this rank's part to it.
 // After p-1 steps `out` holds segment `rank` summed over all ranks (order: rank+1, rank+2, ..., rank).
-void reduce_scatter_segments(const Ring& ring, const at::Tensor& in, const Segments& seg, const at::Tensor& out) {
+int64_t reduce_scatter_segments(const Ring& ring, const at::Tensor& in, const Segments& seg, const at::Tensor& out) {
   const int p = ring.size, r = ring.rank;
   int64_t largest = 0;
   for (int i = 0; i < p; ++i) largest = std::max(largest, seg.size(i));
   auto acc = at::empty({largest}, in.options()), recv = at::empty({largest}, in.options());
   acc.narrow(0, 0, seg.size(mod(r - 1, p))).copy_(seg.of(in, mod(r - 1, p)));
+  int64_t bytes = 0;
   for (int s = 0; s < p - 1; ++s) {
     const int sent = mod(r - s - 1, p), got = mod(r - s - 2, p);
     const auto recv_seg = recv.narrow(0, 0, seg.size(got));
-    shift(ring, acc.narrow(0, 0, seg.size(sent)), recv_seg);
+    bytes += shift(ring, acc.narrow(0, 0, seg.size(sent)), recv_seg);
     at::Tensor dst = s == p - 2 ? out : acc.narrow(0, 0, seg.size(got));
     at::add_out(dst, recv_seg, seg.of(in, got));
   }
+  return bytes;
 }
 
 // Step s: pass on segment rank-s (own or just received), receive segment rank-s-1.
-void all_gather_segments(const Ring& ring, const at::Tensor& buf, const Segments& seg) {
+int64_t all_gather_segments(const Ring& ring, const at::Tensor& buf, const Segments& seg) {
   const int p = ring.size, r = ring.rank;
-  for (int s = 0; s < p - 1; ++s) shift(ring, seg.of(buf, mod(r - s, p)), seg.of(buf, mod(r - s - 1, p)));
+  int64_t bytes = 0;
+  for (int s = 0; s < p - 1; ++s) bytes += shift(ring, seg.of(buf, mod(r - s, p)), seg.of(buf, mod(r - s - 1, p)));
+  return bytes;
 }
 
 }  // namespace
 
-void ring_reduce_scatter(const Ring& ring, const at::Tensor& in, const at::Tensor& out) {
+int64_t ring_reduce_scatter(const Ring& ring, const at::Tensor& in, const at::Tensor& out) {
   if (ring.size == 1) {
     out.copy_(in);
-    return;
+    return 0;
   }
-  reduce_scatter_segments(ring, in.reshape({-1}), Segments{in.numel(), ring.size}, out.reshape({-1}));
+  return reduce_scatter_segments(ring, in.reshape({-1}), Segments{in.numel(), ring.size}, out.reshape({-1}));
 }
 
-void ring_all_gather(const Ring& ring, const at::Tensor& buf) {
-  if (ring.size > 1) all_gather_segments(ring, buf.reshape({-1}), Segments{buf.numel(), ring.size});
+int64_t ring_all_gather(const Ring& ring, const at::Tensor& buf) {
+  if (ring.size == 1) return 0;
+  return all_gather_segments(ring, buf.reshape({-1}), Segments{buf.numel(), ring.size});
 }
 
-void ring_all_reduce(const Ring& ring, const at::Tensor& io) {
-  if (ring.size == 1) return;
+int64_t ring_all_reduce(const Ring& ring, const at::Tensor& io) {
+  if (ring.size == 1) return 0;
   const auto flat = io.reshape({-1});
   const Segments seg{flat.numel(), ring.size};
   auto mine = at::empty({seg.size(ring.rank)}, flat.options());
-  reduce_scatter_segments(ring, flat, seg, mine);
+  const int64_t bytes = reduce_scatter_segments(ring, flat, seg, mine);
   seg.of(flat, ring.rank).copy_(mine);
-  all_gather_segments(ring, flat, seg);
+  return bytes + all_gather_segments(ring, flat, seg);
 }
 
-void pairwise_all_to_all(const Ring& ring, const at::Tensor& in, const at::Tensor& out) {
+int64_t pairwise_all_to_all(const Ring& ring, const at::Tensor& in, const at::Tensor& out) {
   const int p = ring.size, r = ring.rank;
   const Segments seg{in.numel(), p};
   const auto src = in.reshape({-1}), dst = out.reshape({-1});
   FS_ASSERT(in.numel() % p == 0 && seg.size(0) <= std::numeric_limits<int>::max(), "all_to_all part sizes");
   seg.of(dst, r).copy_(seg.of(src, r));
   const int n = static_cast<int>(seg.size(0));
+  int64_t bytes = 0;
   for (int s = 1; s < p; ++s) {
     const int to = mod(r + s, p), from = mod(r - s, p);
     MPI_Request reqs[2];
@@ -133,7 +140,40 @@ void pairwise_all_to_all(const Ring& ring, const at::Tensor& in, const at::Tenso
     mpi_check(MPI_Isend(seg.of(src, to).data_ptr(), n, mpi_type(in), to, kRingTag, ring.comm, &reqs[1]), "MPI_Isend");
     wait_request(&reqs[0]);
     wait_request(&reqs[1]);
+    bytes += static_cast<int64_t>(seg.of(src, to).nbytes());
   }
+  return bytes;
+}
+
+int64_t chain_broadcast(const Ring& ring, const at::Tensor& buf, int root) {
+  const int p = ring.size, pos = mod(ring.rank - root, p);  // position along the chain, root first
+  if (p == 1 || buf.numel() == 0) return 0;
+  // Chunks let rank k+1 forward chunk c while rank k sends chunk c+1, so a long chain costs about one
+  // buffer's time plus (p-2) chunks, not (p-1) buffers.
+  constexpr int64_t kChunkBytes = 1 << 20;
+  const auto flat = buf.reshape({-1});
+  const int64_t chunk = std::max<int64_t>(1, kChunkBytes / static_cast<int64_t>(flat.element_size()));
+  const int64_t n = flat.numel();
+  const int prev = mod(ring.rank - 1, p), next = mod(ring.rank + 1, p);
+  const bool receives = pos > 0, sends = pos < p - 1;
+  int64_t bytes = 0;
+  MPI_Request send_req = MPI_REQUEST_NULL;
+  for (int64_t begin = 0; begin < n; begin += chunk) {
+    const auto part = flat.narrow(0, begin, std::min(chunk, n - begin));
+    const int count = static_cast<int>(part.numel());
+    if (receives) {
+      MPI_Request req;
+      mpi_check(MPI_Irecv(part.data_ptr(), count, mpi_type(part), prev, kRingTag, ring.comm, &req), "MPI_Irecv");
+      wait_request(&req);
+    }
+    if (sends) {
+      if (send_req != MPI_REQUEST_NULL) wait_request(&send_req);
+      mpi_check(MPI_Isend(part.data_ptr(), count, mpi_type(part), next, kRingTag, ring.comm, &send_req), "MPI_Isend");
+      bytes += static_cast<int64_t>(part.nbytes());
+    }
+  }
+  if (send_req != MPI_REQUEST_NULL) wait_request(&send_req);
+  return bytes;
 }
 
 }  // namespace fedshard::comm

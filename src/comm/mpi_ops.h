@@ -23,15 +23,23 @@ struct Ring {
   int size;
 };
 
-// All of these take contiguous CPU tensors, block until done and sum in the tensors' dtype.
-// out (n elements) = sum over ranks of in[rank*n : (rank+1)*n]; in (size*n elements) is not modified.
-void ring_reduce_scatter(const Ring& ring, const at::Tensor& in, const at::Tensor& out);
-// buf (size*n elements): on entry segment `rank` holds this rank's part, on return every segment.
-void ring_all_gather(const Ring& ring, const at::Tensor& buf);
-// io = sum over ranks of io, any length.
-void ring_all_reduce(const Ring& ring, const at::Tensor& io);
+// All of these take contiguous CPU tensors, block until done, sum in the tensors' dtype, and return the bytes
+// this rank handed to MPI_Isend (what the Ledger records as sent). A buffer of n elements is cut into p
+// segments, segment i = [n*i/p, n*(i+1)/p) (integer division), so with n not divisible by p they differ by
+// one element and so do the ranks' sent bytes; summed over the ranks they are exact multiples of the buffer.
+// out (m elements) = sum over ranks of in[rank*m : (rank+1)*m]; in (size*m elements) is not modified.
+// Sends every segment but its own: n - |seg(rank)| elements (n = size*m).
+int64_t ring_reduce_scatter(const Ring& ring, const at::Tensor& in, const at::Tensor& out);
+// buf (n elements): on entry segment `rank` holds this rank's part, on return every segment.
+// Sends every segment but the next rank's: n - |seg(rank+1)| elements.
+int64_t ring_all_gather(const Ring& ring, const at::Tensor& buf);
+// io = sum over ranks of io, any length: reduce-scatter then all-gather, 2n - |seg(rank)| - |seg(rank+1)|.
+int64_t ring_all_reduce(const Ring& ring, const at::Tensor& io);
 // Part r of out (size equal parts) = part `rank` of rank r's in: step s sends part rank+s to rank+s and
 // receives part rank-s from rank-s, so each rank sends (p-1)/p of its buffer.
-void pairwise_all_to_all(const Ring& ring, const at::Tensor& in, const at::Tensor& out);
+int64_t pairwise_all_to_all(const Ring& ring, const at::Tensor& in, const at::Tensor& out);
+// buf = root's buf, passed along the ring from the root in pipelined chunks: every rank but the one before
+// the root sends the whole buffer once, (p-1) buffers in all as the formula's (p-1)/p per rank on average.
+int64_t chain_broadcast(const Ring& ring, const at::Tensor& buf, int root);
 
 }  // namespace fedshard::comm

@@ -502,6 +502,8 @@ Trainer::StepResult Trainer::train_step(int64_t step) {
   const auto t0 = Clock::now();
   const auto comm0 = comm::Ledger::instance().snapshot();
   const auto device = sharded_->options().device;
+  double excluded_seconds = 0;
+  comm::LedgerSnapshot excluded_comm;
   StepResult r;
   r.step = step;
   r.lr = lr_.at(step);
@@ -558,7 +560,14 @@ Trainer::StepResult Trainer::train_step(int64_t step) {
     const auto& cfg = s_.cfg;
     rounds_->count_step();
     const bool due = rounds_->due(step, time_up);
-    if (cfg.eval_group_model && due) log_eval(step, "group", topo_->group());
+    // The group model's evaluation is not part of the step: its time and bytes are taken out of the step's.
+    if (cfg.eval_group_model && due) {
+      const auto e0 = Clock::now();
+      const auto c0 = comm::Ledger::instance().snapshot();
+      log_eval(step, "group", topo_->group());
+      excluded_comm = comm::Ledger::instance().snapshot() - c0;
+      excluded_seconds = std::chrono::duration<double>(Clock::now() - e0).count();
+    }
     const auto round0 = Clock::now();
     if (due) {
       if (agg.in_flight()) agg.finish();
@@ -593,8 +602,8 @@ Trainer::StepResult Trainer::train_step(int64_t step) {
     }
     r.round_seconds = std::chrono::duration<double>(Clock::now() - round0).count();
   }
-  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  r.comm = comm::Ledger::instance().snapshot() - comm0;
+  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count() - excluded_seconds;
+  r.comm = comm::Ledger::instance().snapshot() - comm0 - excluded_comm;
   return r;
 }
 
@@ -604,7 +613,7 @@ void Trainer::log_step(const StepResult& r) {
   const double rank_tok_per_s = tok_per_s / topo_->layout().world();
   const double mfu = 3.0 * s_.model.forward_flops_per_token(s_.cfg.seq_len) * rank_tok_per_s / peak_flops_;
   nlohmann::json bytes;
-  for (comm::Tier tier : comm::kTiers) bytes[comm::tier_metric_key(tier)] = r.comm.bus_bytes(tier);
+  for (comm::Tier tier : comm::kTiers) bytes[comm::tier_metric_key(tier)] = r.comm.sent_bytes(tier);
   metrics_.write({{"type", "step"},
                   {"step", r.step},
                   {"tokens", tokens_through(r.step)},
@@ -662,7 +671,7 @@ TrainSummary Trainer::run() {
     const StepResult r = train_step(step);
     // Time-based rounds end the job at the round where the first group reaches train.steps.
     const bool last = timed ? r.aggregated && r.round.any.last : step == cfg.steps;
-    for (comm::Tier t : comm::kTiers) step_bytes_[static_cast<int>(t)] += r.comm.bus_bytes(t);
+    for (comm::Tier t : comm::kTiers) step_bytes_[static_cast<int>(t)] += r.comm.sent_bytes(t);
     if (step > start_step_) {  // the first step includes one-time allocation and warm-up
       step_seconds_sum_ += r.seconds;
       ++timed_steps_;
@@ -747,8 +756,15 @@ TrainSummary Trainer::run() {
   const double step_tokens = static_cast<double>(world_tokens_per_step());
   summary.tok_per_s = timed_steps_ > 0 ? step_tokens * timed_steps_ / step_seconds_sum_ : step_tokens / wall;
   if (rank0) {
-    nlohmann::json bytes;
-    for (comm::Tier tier : comm::kTiers) bytes[comm::tier_metric_key(tier)] = comm_total.bus_bytes(tier);
+    // Counted at the MPI sends, next to the ring formula's figure, per tier and per communicator (rank 0's).
+    nlohmann::json bytes, formula, by_comm;
+    for (comm::Tier tier : comm::kTiers) {
+      bytes[comm::tier_metric_key(tier)] = comm_total.sent_bytes(tier);
+      formula[comm::tier_metric_key(tier)] = comm_total.formula_bytes(tier);
+    }
+    for (const auto& [name, t] : comm_total.by_comm)
+      by_comm[name] = {{"sent_bytes", t.sent_bytes}, {"formula_bytes", t.formula_bytes}, {"calls", t.calls},
+                       {"seconds", t.seconds}};
     std::vector<double> rss_v(rss.data_ptr<double>(), rss.data_ptr<double>() + rss.numel());
     nlohmann::json sent_by_rank = nlohmann::json::array();
     for (int r = 0; r < topo_->layout().world(); ++r) {
@@ -771,6 +787,9 @@ TrainSummary Trainer::run() {
                     {"final_val_ppl", summary.final_val_ppl},
                     {"unigram_val_ppl", summary.unigram_val_ppl},
                     {"bytes_total", bytes},
+                    {"bytes_total_formula", formula},
+                    {"bytes_counted", s_.topology.backend == "mpi"},
+                    {"bytes_by_communicator", by_comm},
                     {"step_bytes_by_rank", sent_by_rank},
                     {"comm_exposed_s", comm_total.exposed_wait_seconds},
                     {"peak_rss_mb", rss_v},
