@@ -28,6 +28,7 @@ struct Case {
   int group_size, shard_size;
   std::string reduce_dtype = "float32";
   std::vector<int> groups = {};  // groups of different sizes instead of group_size
+  bool eval_group_model = false;  // its gathers and all-reduces must stay out of the step's bytes
 };
 
 void expect_plan_matches_run(const Case& c, const std::string& data, const fs::path& out) {
@@ -48,6 +49,7 @@ void expect_plan_matches_run(const Case& c, const std::string& data, const fs::p
   cfg.ranks_per_node = rpn;
   cfg.eval_every = 0;
   cfg.eval_windows = 4;
+  cfg.eval_group_model = c.eval_group_model;
   cfg.threads = 1;
   cfg.out = out.string();
   {
@@ -141,9 +143,11 @@ TEST(PlanVsMeasured, BytesPerStepAndRoundAreExact) {
   }
   cases.push_back({"hsdp", 0, 2, "bfloat16"});
   cases.push_back({"fl-fsdp", 2, 0, "bfloat16"});
+  cases.push_back({"fl-fsdp", 2, 0, "float32", {}, /*eval_group_model=*/true});
   for (const auto& c : cases)
     expect_plan_matches_run(c, (root / "corpus").string(),
-                            root / ("run-" + c.strategy + "-" + c.reduce_dtype + "-" + std::to_string(c.groups.size())));
+                            root / ("run-" + c.strategy + "-" + c.reduce_dtype + "-" + std::to_string(c.groups.size()) +
+                                    (c.eval_group_model ? "-eval" : "")));
   MPI_Barrier(MPI_COMM_WORLD);
   if (mpi.world_rank() == 0) fs::remove_all(root);
 }

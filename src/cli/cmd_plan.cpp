@@ -16,6 +16,22 @@ namespace fedshard::cli {
 
 namespace {
 
+// CLI11's PositiveNumber message prints DBL_MAX as the range's top.
+const CLI::Validator kPositive(
+    [](std::string& s) -> std::string {
+      double v = 0;
+      if (!CLI::detail::lexical_cast(s, v) || !(v > 0)) return "must be positive, got " + s;
+      return "";
+    },
+    "> 0");
+const CLI::Validator kNonNegative(
+    [](std::string& s) -> std::string {
+      double v = 0;
+      if (!CLI::detail::lexical_cast(s, v) || !(v >= 0)) return "must be at least 0, got " + s;
+      return "";
+    },
+    ">= 0");
+
 struct PlanArgs {
   bool paper = false;
   std::string cluster;
@@ -157,35 +173,35 @@ Command add_plan(CLI::App& app) {
   sub->add_flag("--paper", a->paper,
                 "the paper's setup: llama3.1-8b on 128 Leonardo nodes (512 A100), 2 x 2048 tokens per GPU, bf16, K=8");
   sub->add_option("--cluster", a->cluster, "cluster preset: leonardo");
-  sub->add_option("--nodes", a->nodes, "nodes")->check(CLI::PositiveNumber);
-  sub->add_option("--ranks-per-node", a->ranks_per_node, "ranks (GPUs) per node")->check(CLI::PositiveNumber);
+  sub->add_option("--nodes", a->nodes, "nodes")->check(kPositive);
+  sub->add_option("--ranks-per-node", a->ranks_per_node, "ranks (GPUs) per node")->check(kPositive);
   sub->add_option("--model", a->model, "model preset")->capture_default_str();
   sub->add_option("--params", a->params, "bare parameter count instead of a preset (priced as one unit)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   sub->add_option("--vocab-size", a->vocab, "vocabulary size (needed by tiny/small, which take it from the data)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   sub->add_option("--strategy", a->strategies,
                   "NAME[:S=..,H=..,K=..] (repeatable); default: ddp, fsdp, hsdp, fl-fsdp, fl-hsdp with node-sized "
                   "shards and groups");
-  sub->add_option("--group-size", a->group_size, "S for fl-* strategies given without S")->check(CLI::PositiveNumber);
+  sub->add_option("--group-size", a->group_size, "S for fl-* strategies given without S")->check(kPositive);
   sub->add_option("--groups", a->groups, "S1,S2,... groups of different sizes for fl-* strategies given without S");
-  sub->add_option("--shard-size", a->shard_size, "H for hsdp strategies given without H")->check(CLI::PositiveNumber);
+  sub->add_option("--shard-size", a->shard_size, "H for hsdp strategies given without H")->check(kPositive);
   sub->add_option("--sync-every", a->sync_every, "K for fl-* strategies given without K")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000000));
-  sub->add_option("--batch", a->batch, "sequences per rank per step")->capture_default_str()->check(CLI::PositiveNumber);
-  sub->add_option("--seq", a->seq, "tokens per sequence")->capture_default_str()->check(CLI::PositiveNumber);
+  sub->add_option("--batch", a->batch, "sequences per rank per step")->capture_default_str()->check(kPositive);
+  sub->add_option("--seq", a->seq, "tokens per sequence")->capture_default_str()->check(kPositive);
   sub->add_option("--link", a->links, "TIER=BANDWIDTH,LATENCY, e.g. inter-group=1Gbit/s,500us (repeatable)");
-  sub->add_option("--flops", a->flops, "peak FLOP/s per rank")->check(CLI::PositiveNumber);
+  sub->add_option("--flops", a->flops, "peak FLOP/s per rank")->check(kPositive);
   sub->add_option("--mfu", a->mfu, "achieved fraction of peak (default 0.4)")
       ->check(CLI::Range(1e-6, 1.0).description("a fraction in (0, 1]"));
   sub->add_option("--compute-seconds", a->compute_seconds, "measured compute time per step (replaces --flops)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   sub->add_option("--optimizer-seconds", a->optimizer_seconds,
                   "part of --compute-seconds spent in the optimizer step (runs after the reductions)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   sub->add_option("--memory-gb", a->memory_gb, "device memory per rank, GB (flags strategies that do not fit)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   sub->add_option("--overlap", a->overlap, "on: per-step collectives hide behind compute; off: they add")
       ->check(CLI::IsMember({"on", "off"}));
   sub->add_option("--bytes-per-element", a->bytes, "bytes per gathered element (2 = bf16)")
