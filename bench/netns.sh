@@ -4,6 +4,9 @@
 # times are printed side by side. Needs root (ip netns, tc).
 # With RANKS_PER_NODE=2 (default) two ranks share each shaped link, as ranks of a node share its NIC; with 1
 # every rank has its own link, which is what the emulation's per-rank alpha-beta model assumes.
+# NETNS_TCP_LINKS=1 runs Open MPI's default single TCP connection per pair of ranks (bench/netns_lib.sh uses
+# 2: with one, 2-rank rings run at about half the link rate; docs/cost-model.md section 8).
+# Timed runs take /tmp/fedshard-bench.lock so they never overlap other benchmarks on this box.
 # Usage: bench/netns.sh [BUILD_DIR] [STEPS] [BANDWIDTH_MBIT] [RANKS_PER_NODE]
 set -euo pipefail
 build=$(cd "${1:-build}" && pwd)
@@ -32,8 +35,8 @@ printf '%-9s %-28s %-28s %s\n' strategy "netns + tc (s/step)" "emulation (s/step
 for s in fsdp fl-fsdp; do
   extra=()
   [ "$s" = fl-fsdp ] && extra=(--group-size 2 --sync-every 4)
-  netns_mpirun -np "$np" "$netns_wrap" "$build/fedshard" train "${common[@]}" --strategy "$s" "${extra[@]}" --out "runs/netns-rpn$rpn-$s" >"runs/netns-rpn$rpn-$s.log" 2>&1
-  mpirun --oversubscribe --allow-run-as-root -np "$np" "$build/fedshard" train "${common[@]}" --strategy "$s" "${extra[@]}" \
+  flock /tmp/fedshard-bench.lock bash -c 'source bench/netns_lib.sh; netns_mpirun "$@"' _ -np "$np" "$netns_wrap" "$build/fedshard" train "${common[@]}" --strategy "$s" "${extra[@]}" --out "runs/netns-rpn$rpn-$s" >"runs/netns-rpn$rpn-$s.log" 2>&1
+  flock /tmp/fedshard-bench.lock mpirun --oversubscribe --allow-run-as-root -np "$np" "$build/fedshard" train "${common[@]}" --strategy "$s" "${extra[@]}" \
     --link "inter-node=${mbit}Mbit/s,100us" --link "inter-group=${mbit}Mbit/s,100us" --out "runs/emul-rpn$rpn-$s" >"runs/emul-rpn$rpn-$s.log" 2>&1
   a=$(mean_step "runs/netns-rpn$rpn-$s")
   b=$(mean_step "runs/emul-rpn$rpn-$s")

@@ -13,7 +13,7 @@
 namespace fedshard::comm {
 
 struct Tally {
-  double sent_bytes = 0;     // bytes this rank handed to MPI's sends, counted at the calls (NCCL: see below)
+  double sent_bytes = 0;     // bytes this rank handed to MPI's sends, counted at the calls (NCCL: the formula's)
   double formula_bytes = 0;  // what the ring formula says one rank sends (ring_bus_bytes), for comparison
   double payload_bytes = 0;  // size of the buffer the collective was called on
   int64_t calls = 0;

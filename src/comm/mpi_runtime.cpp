@@ -14,6 +14,13 @@ MpiRuntime* g_runtime = nullptr;
 
 MpiRuntime::MpiRuntime(int* argc, char*** argv) {
   FS_ASSERT(g_runtime == nullptr, "one MpiRuntime per process");
+  // Open MPI's TCP transport keeps one connection per pair of ranks; a 2-rank ring then sends and receives on
+  // it, and each large message's rendezvous control (ob1's ACK/FIN) queues behind the peer's bulk data in that
+  // byte stream, so the two directions mostly take turns: 45-64% of the link instead of 94%
+  // (docs/cost-model.md §8). Two connections per pair remove it. setenv before MPI_Init is how an Open MPI
+  // process picks up an MCA default; overwrite=0 keeps an explicit `mpirun --mca btl_tcp_links N` or
+  // OMPI_MCA_btl_tcp_links, and other MPIs or transports (shared memory, InfiniBand) ignore it.
+  setenv("OMPI_MCA_btl_tcp_links", "2", /*overwrite=*/0);
   int provided = 0;
   if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
     throw Error("MPI_Init_thread failed");
