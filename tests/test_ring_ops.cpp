@@ -42,6 +42,15 @@ void expect_equal(const at::Tensor& got, const at::Tensor& want, const std::stri
                                << (g != w).nonzero().flatten().slice(0, 0, 1) << " of " << g.numel();
 }
 
+// This rank sent exactly `want` bytes; summed over the ranks, what the ring formula says p ranks send.
+void expect_sent(const comm::Ring& ring, int64_t sent, int64_t want, comm::Collective c, int64_t full_bytes,
+                 const std::string& what) {
+  EXPECT_EQ(sent, want) << what;
+  EXPECT_DOUBLE_EQ(static_cast<double>(sum_over_ranks(ring, sent)),
+                   ring.size * comm::ring_bus_bytes(c, static_cast<double>(full_bytes), ring.size))
+      << what;
+}
+
 struct RingCase {
   comm::Ring ring;
   std::string name;
@@ -87,10 +96,8 @@ TEST(RingOps, AllReduceSumsEveryElementAndSendsTheExactBytes) {
         const std::string what = rc.name + " all_reduce n=" + std::to_string(n) + " " + c10::toString(dtype);
         expect_equal(io, want, what);
         const int64_t elem = at::elementSize(dtype);
-        EXPECT_EQ(sent, p == 1 ? 0 : (2 * n - seg(n, p, r) - seg(n, p, (r + 1) % p)) * elem) << what;
-        EXPECT_DOUBLE_EQ(static_cast<double>(sum_over_ranks(ring, sent)),
-                  p * comm::ring_bus_bytes(comm::Collective::AllReduce, static_cast<double>(n * elem), p))
-            << what;
+        expect_sent(ring, sent, p == 1 ? 0 : (2 * n - seg(n, p, r) - seg(n, p, (r + 1) % p)) * elem,
+                    comm::Collective::AllReduce, n * elem, what);
       }
   }
 }
@@ -110,10 +117,7 @@ TEST(RingOps, ReduceScatterGivesEachRankItsSummedPart) {
         expect_equal(out, want, what);
         expect_equal(in, in_copy, what + " (input left as it was)");
         const int64_t elem = at::elementSize(dtype);
-        EXPECT_EQ(sent, (p - 1) * m * elem) << what;
-        EXPECT_DOUBLE_EQ(static_cast<double>(sum_over_ranks(ring, sent)),
-                  p * comm::ring_bus_bytes(comm::Collective::ReduceScatter, static_cast<double>(p * m * elem), p))
-            << what;
+        expect_sent(ring, sent, (p - 1) * m * elem, comm::Collective::ReduceScatter, p * m * elem, what);
       }
   }
 }
@@ -135,10 +139,8 @@ TEST(RingOps, AllGatherOfUnevenSegmentsGivesEveryRankEverySegment) {
         const std::string what = rc.name + " all_gather n=" + std::to_string(n) + " " + c10::toString(dtype);
         expect_equal(buf, want, what);
         const int64_t elem = at::elementSize(dtype);
-        EXPECT_EQ(sent, p == 1 ? 0 : (n - seg(n, p, (r + 1) % p)) * elem) << what;
-        EXPECT_DOUBLE_EQ(static_cast<double>(sum_over_ranks(ring, sent)),
-                  p * comm::ring_bus_bytes(comm::Collective::AllGather, static_cast<double>(n * elem), p))
-            << what;
+        expect_sent(ring, sent, p == 1 ? 0 : (n - seg(n, p, (r + 1) % p)) * elem, comm::Collective::AllGather,
+                    n * elem, what);
       }
   }
 }
@@ -155,7 +157,8 @@ TEST(RingOps, AllToAllDeliversEveryPartToItsRank) {
         const int64_t sent = comm::pairwise_all_to_all(ring, in, out);
         const std::string what = rc.name + " all_to_all m=" + std::to_string(m) + " " + c10::toString(dtype);
         expect_equal(out, want, what);
-        EXPECT_EQ(sent, (p - 1) * m * static_cast<int64_t>(at::elementSize(dtype))) << what;
+        const int64_t elem = at::elementSize(dtype);
+        expect_sent(ring, sent, (p - 1) * m * elem, comm::Collective::AllToAll, p * m * elem, what);
       }
   }
 }
@@ -172,10 +175,7 @@ TEST(RingOps, ChainBroadcastFromEveryRoot) {
         const std::string what = rc.name + " broadcast n=" + std::to_string(n) + " root " + std::to_string(root);
         expect_equal(buf, inputs(root, n, at::kDouble), what);
         const bool last_in_chain = (r + 1) % p == root;
-        EXPECT_EQ(sent, p == 1 || last_in_chain ? 0 : n * 8) << what;
-        EXPECT_DOUBLE_EQ(static_cast<double>(sum_over_ranks(ring, sent)),
-                  p * comm::ring_bus_bytes(comm::Collective::Broadcast, static_cast<double>(n * 8), p))
-            << what;
+        expect_sent(ring, sent, p == 1 || last_in_chain ? 0 : n * 8, comm::Collective::Broadcast, n * 8, what);
       }
   }
 }

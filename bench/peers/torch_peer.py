@@ -109,7 +109,7 @@ class Sampler:
         return [self.perm(j // self.n)[j % self.n] for j in range(first, first + self.batch)]
 
 
-# ---- the model (same layout as bench/torch_ddp_peer.py; init as src/model/llama.cpp draws it) ----
+# ---- the model (`small` as src/model/config.cpp; init as src/model/llama.cpp draws it) ----
 class RMSNorm(nn.Module):
     def __init__(self, dim):
         super().__init__()
