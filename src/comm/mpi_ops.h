@@ -3,8 +3,9 @@
 //
 // Why our own rings: Open MPI's non-blocking collectives (libnbc) reduce-scatter by a binomial reduce to
 // rank 0 and a linear scatter, and all-reduce in place by a binomial tree, so rank 0's link carries log2(p)
-// full buffers where a ring carries (p-1)/p of one. Rings send exactly the bytes the Ledger counts and the
-// cost model prices (docs/perf.md, docs/cost-model.md section 8).
+// full buffers where a ring carries (p-1)/p of one. Our rings send, summed over the ranks, exactly what the
+// cost model prices, and each call returns the bytes it handed to MPI so the Ledger counts what was sent
+// (docs/perf.md, docs/cost-model.md sections 1 and 8).
 #pragma once
 
 #include <ATen/ATen.h>
