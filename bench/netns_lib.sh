@@ -15,29 +15,44 @@ netns_down() {
   rm -f "${netns_wrap:-}"
 }
 
-netns_up() {
-  local np=$1 rpn=$2 mbit=$3 queue=${TBF_QUEUE:-400ms}
+# A fresh bridge (mpirun's PMIx server is reached over it), then namespace N joined to it by a veth pair.
+netns_bridge() {
   netns_down
   ip link add "${pfx}br" type bridge
-  ip addr add $net.254/24 dev "${pfx}br"  # mpirun's PMIx server is reached over the bridge
+  ip addr add $net.254/24 dev "${pfx}br"
   ip link set "${pfx}br" up
+}
+
+netns_attach() {
+  local n=$1
+  ip netns add "${pfx}n$n"
+  ip link add "${pfx}v$n" type veth peer name eth0 netns "${pfx}n$n"
+  ip link set "${pfx}v$n" master "${pfx}br" up
+  ip netns exec "${pfx}n$n" ip addr add "$net.$((n + 1))/24" dev eth0
+  ip netns exec "${pfx}n$n" ip link set eth0 up
+  ip netns exec "${pfx}n$n" ip link set lo up
+}
+
+# netns_wrapper RANKS_PER_NAMESPACE: the launcher that puts each MPI rank into its namespace.
+netns_wrapper() {
+  netns_wrap=$(mktemp)
+  cat >"$netns_wrap" <<WRAP
+#!/usr/bin/env bash
+exec ip netns exec ${pfx}n\$(( OMPI_COMM_WORLD_RANK / $1 )) "\$@"
+WRAP
+  chmod +x "$netns_wrap"
+}
+
+netns_up() {
+  local np=$1 rpn=$2 mbit=$3 queue=${TBF_QUEUE:-400ms}
+  netns_bridge
   for n in $(seq 0 $((np / rpn - 1))); do
-    ip netns add "${pfx}n$n"
-    ip link add "${pfx}v$n" type veth peer name eth0 netns "${pfx}n$n"
-    ip link set "${pfx}v$n" master "${pfx}br" up
-    ip netns exec "${pfx}n$n" ip addr add "$net.$((n + 1))/24" dev eth0
-    ip netns exec "${pfx}n$n" ip link set eth0 up
-    ip netns exec "${pfx}n$n" ip link set lo up
+    netns_attach "$n"
     # Both directions of the node's link: egress in the namespace, and egress of the bridge port towards it.
     ip netns exec "${pfx}n$n" tc qdisc add dev eth0 root tbf rate "${mbit}mbit" burst 64kb latency "$queue"
     tc qdisc add dev "${pfx}v$n" root tbf rate "${mbit}mbit" burst 64kb latency "$queue"
   done
-  netns_wrap=$(mktemp)
-  cat >"$netns_wrap" <<WRAP
-#!/usr/bin/env bash
-exec ip netns exec ${pfx}n\$(( OMPI_COMM_WORLD_RANK / $rpn )) "\$@"
-WRAP
-  chmod +x "$netns_wrap"
+  netns_wrapper "$rpn"
 }
 
 # btl_tcp_links 2 (NETNS_TCP_LINKS): two TCP connections per pair of ranks instead of one. With one, a 2-rank
@@ -61,17 +76,9 @@ netns_mpirun() {
 netns_up_tiers() {
   local np=$1 rpn=$2 grp=$3 rates=("$4" "$5" "$6") queue=${HTB_QUEUE_PKTS:-10000}
   [ "$np" -le 16 ] || { echo "netns_up_tiers: at most 16 ranks (netns_down removes 16)" >&2; return 1; }
-  netns_down
-  ip link add "${pfx}br" type bridge
-  ip addr add $net.254/24 dev "${pfx}br"
-  ip link set "${pfx}br" up
+  netns_bridge
   for r in $(seq 0 $((np - 1))); do
-    ip netns add "${pfx}n$r"
-    ip link add "${pfx}v$r" type veth peer name eth0 netns "${pfx}n$r"
-    ip link set "${pfx}v$r" master "${pfx}br" up
-    ip netns exec "${pfx}n$r" ip addr add "$net.$((r + 1))/24" dev eth0
-    ip netns exec "${pfx}n$r" ip link set eth0 up
-    ip netns exec "${pfx}n$r" ip link set lo up
+    netns_attach "$r"
     # Egress inside the namespace (what r sends, matched by destination) and egress of the bridge port
     # towards it (what r receives, matched by source).
     local side dev ns match
@@ -95,12 +102,7 @@ netns_up_tiers() {
       done
     done
   done
-  netns_wrap=$(mktemp)
-  cat >"$netns_wrap" <<WRAP
-#!/usr/bin/env bash
-exec ip netns exec ${pfx}n\$OMPI_COMM_WORLD_RANK "\$@"
-WRAP
-  chmod +x "$netns_wrap"
+  netns_wrapper 1
 }
 
 # netns_latency A B: one-way latency from rank A's namespace to rank B's, as half the mean ping round trip
