@@ -165,6 +165,25 @@ TEST(Pretokenizer, SplitsLikeLlama3) {
   EXPECT_TRUE(p.split("").empty());
 }
 
+// \s is Unicode White_Space, as in tiktoken; U+180E, U+200B, U+2060 and U+FEFF are format characters, not
+// spaces. Expected pieces: tiktoken 0.14.0 with Llama 3's pat_str and a vocabulary holding every substring, so
+// each piece encodes to one token.
+TEST(Pretokenizer, WhiteSpaceIsUnicodeWhiteSpace) {
+  Pretokenizer p;
+  using V = std::vector<std::string>;
+  for (const std::string format : {"\u180e", "\u200b", "\u2060", "\ufeff"}) {
+    EXPECT_EQ(split(p, format + "'s"), (V{format + "'", "s"})) << format;
+    EXPECT_EQ(split(p, "a" + format + "b"), (V{"a", format + "b"})) << format;
+    EXPECT_EQ(split(p, "x" + format + format + "y"), (V{"x", format + format, "y"})) << format;
+  }
+  for (const std::string space : {"\u3000", "\u00a0", "\u0085", "\u1680", "\v"}) {
+    EXPECT_EQ(split(p, space + "'s"), (V{space, "'s"})) << space;
+    EXPECT_EQ(split(p, "a" + space + "b"), (V{"a", space + "b"})) << space;
+    EXPECT_EQ(split(p, "x" + space + space + "y"), (V{"x", space, space + "y"})) << space;
+    EXPECT_EQ(split(p, "x" + space + space), (V{"x", space + space})) << space;
+  }
+}
+
 TEST(Pretokenizer, RejectsInvalidUtf8) {
   Pretokenizer p;
   for (const char* bad : {"\xff", "ok \xe4\xb8", "\xed\xa0\x80", "\xc0\xaf", "abc\x80"}) {

@@ -8,9 +8,16 @@
 namespace fedshard::data {
 namespace {
 
-// Exactly Llama 3's pat_str (tiktoken cl100k_base).
+// Llama 3's pat_str (tiktoken cl100k_base):
+//   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+// with \s spelled out. tiktoken's regex engine reads \s as the Unicode White_Space property; PCRE2's \s (with
+// UCP) also takes U+180E MONGOLIAN VOWEL SEPARATOR, which is a format character, so "\u180e's" would split
+// differently. \p{L} and \p{N} are general categories in both engines.
+#define FS_WHITE_SPACE R"(\t-\r \x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000})"
 constexpr std::string_view kPattern =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^)" FS_WHITE_SPACE R"(\p{L}\p{N}]+[\r\n]*|)"
+    R"([)" FS_WHITE_SPACE R"(]*[\r\n]+|[)" FS_WHITE_SPACE R"(]+(?![^)" FS_WHITE_SPACE R"(])|[)" FS_WHITE_SPACE R"(]+)";
+#undef FS_WHITE_SPACE
 
 std::string pcre2_message(int code) {
   PCRE2_UCHAR buf[256];
