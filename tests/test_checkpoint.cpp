@@ -10,6 +10,7 @@
 
 #include "engine_fixture.h"
 #include "model/hf_adapter.h"
+#include "model/hf_checkpoint.h"
 #include "reference.h"
 #include "train/checkpoint.h"
 #include "util/safetensors.h"
@@ -168,22 +169,27 @@ TEST(Checkpoint, HuggingFaceExportImportRoundTrip) {
   train::save_checkpoint(dir.string(), 1, {2, 0, 0, {0}}, config_json("fsdp"), cfg, *a.topo, *a.sharded, *a.optimizer, nullptr);
   const auto want = a.sharded->full_parameters();
   const auto ckpt = *train::find_checkpoint("auto", dir.string());
-  // Export (what `fedshard export` writes), on rank 0.
+  // Export (what `fedshard export` writes) on rank 0, in shards of at most 20 KB: several files and an index.
+  const auto hf_dir = dir / "hf";
   if (world_rank() == 0) {
     const auto meta = train::load_checkpoint_meta(ckpt, train::checkpoint_model(ckpt), true, -1);
-    std::vector<std::pair<std::string, at::Tensor>> tensors;
-    for (const auto& [name, t] : train::consolidated_parameters(meta)) tensors.emplace_back(model::to_hf_name(name), t);
-    write_safetensors((dir / "model.safetensors").string(), tensors);
+    const auto params = train::consolidated_parameters(meta);
+    const auto files = model::write_hf_checkpoint(
+        hf_dir.string(), cfg, [&](const std::string& name) { return params.at(name); }, "float32", 20000,
+        model::hf_config(cfg, "float32", {}), model::hf_generation_config({}));
+    EXPECT_GT(files.size(), 2u);
   }
   MPI_Barrier(MPI_COMM_WORLD);
-  // Import into a fresh engine of another layout through the HF names.
-  const SafetensorsFile hf((dir / "model.safetensors").string());
-  EXPECT_TRUE(hf.contains("model.layers.1.mlp.down_proj.weight"));
-  comm::Topology topo(comm::Layout::uniform(world_size(), 0, 1), {});  // ddp
+  // Import into a fresh engine of another layout (each rank reading only its slices) through the HF names.
+  const model::HfCheckpoint hf(hf_dir.string());
+  EXPECT_EQ(model::architecture_difference(hf.config(), cfg), "");
+  comm::Topology topo(comm::Layout::uniform(world_size(), 0, 0), {});  // fsdp over every rank
   model::Llama m(cfg, at::kDouble, false);
   parallel::ShardedModel b(m, topo.shard(), topo.replica(), f64(), topo.layout().pad_multiple(),
-                           [&hf](const model::ParamSlot& s) { s.tensor->copy_(hf.tensor(model::to_hf_name(s.name))); });
-  EXPECT_EQ(fixture::max_abs_diff(b.full_parameters(), want), 0.0);
+                           [&hf](const model::ParamSlot& s, int64_t begin, at::Tensor dst) { hf.read(s.name, begin, dst); });
+  std::map<std::string, at::Tensor> want_f32;
+  for (const auto& [name, t] : want) want_f32[name] = t.to(at::kFloat).to(at::kDouble);
+  EXPECT_EQ(fixture::max_abs_diff(b.full_parameters(), want_f32), 0.0);
   MPI_Barrier(MPI_COMM_WORLD);
   if (world_rank() == 0) fs::remove_all(dir);
 }

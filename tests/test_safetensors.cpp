@@ -2,6 +2,7 @@
 // writer must produce what the spec says; malformed files are rejected with the file named. Also the Hugging
 // Face name and config mapping.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include <cstring>
@@ -110,12 +111,55 @@ TEST(HfAdapter, NamesRoundTripAndConfigMatchesTheArchitecture) {
   EXPECT_THROW(model::to_hf_name("layers.3.bogus.weight"), Error);
   EXPECT_THROW(model::from_hf_name("model.layers.3.mlp.bogus.weight"), Error);
   const auto c = model::preset("llama3.1-8b");
-  const auto j = model::hf_config(c, "bfloat16");
+  const auto j = model::hf_config(c, "bfloat16", {{128000}, {128001}});
   EXPECT_EQ(j["intermediate_size"], 14336);
   EXPECT_EQ(j["num_key_value_heads"], 8);
   EXPECT_EQ(j["rope_scaling"]["rope_type"], "llama3");
-  EXPECT_NO_THROW(model::check_hf_config(j, c, "x"));
-  auto wrong = j;
-  wrong["hidden_size"] = 2048;
-  EXPECT_THROW(model::check_hf_config(wrong, c, "x"), Error);
+  EXPECT_EQ(j["eos_token_id"], 128001);
+  EXPECT_EQ(model::architecture_difference(model::model_from_hf_config(j, "x", "hf"), c), "");
+}
+
+// Meta-Llama-3.1-8B's published config.json (transformers 4.43), and the same in transformers 5's form.
+TEST(HfAdapter, PublishedConfigGivesThePreset) {
+  auto published = nlohmann::json::parse(R"({
+    "architectures": ["LlamaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+    "bos_token_id": 128000, "eos_token_id": 128001, "hidden_act": "silu", "hidden_size": 4096,
+    "initializer_range": 0.02, "intermediate_size": 14336, "max_position_embeddings": 131072,
+    "mlp_bias": false, "model_type": "llama", "num_attention_heads": 32, "num_hidden_layers": 32,
+    "num_key_value_heads": 8, "pretraining_tp": 1, "rms_norm_eps": 1e-05,
+    "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                     "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+    "rope_theta": 500000.0, "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+    "transformers_version": "4.43.0.dev0", "use_cache": true, "vocab_size": 128256})");
+  const auto c = model::preset("llama3.1-8b");
+  EXPECT_EQ(model::architecture_difference(model::model_from_hf_config(published, "x", "hf"), c), "");
+  EXPECT_EQ(model::hf_token_ids(published).eos, std::vector<int64_t>{128001});
+  auto v5 = published;
+  v5["rope_parameters"] = v5["rope_scaling"];
+  v5["rope_parameters"]["rope_theta"] = 500000.0;
+  v5.erase("rope_scaling");
+  v5.erase("rope_theta");
+  EXPECT_EQ(model::architecture_difference(model::model_from_hf_config(v5, "x", "hf"), c), "");
+  auto unscaled = published;
+  unscaled["rope_scaling"] = nullptr;
+  EXPECT_EQ(model::architecture_difference(model::model_from_hf_config(unscaled, "x", "hf"), c), "rope scaling 0 vs 1");
+  auto wider = published;
+  wider["intermediate_size"] = 14000;
+  EXPECT_EQ(model::architecture_difference(model::model_from_hf_config(wider, "x", "hf"), c),
+            "ffn hidden 14000 vs 14336");
+
+  const std::vector<std::pair<std::string, nlohmann::json>> refused = {
+      {"model_type", "mistral"},     {"hidden_act", "gelu"},  {"attention_bias", true}, {"mlp_bias", true},
+      {"head_dim", 64},              {"attention_dropout", 0.1}, {"pretraining_tp", 2},
+      {"rope_scaling", nlohmann::json::parse(R"({"rope_type": "yarn", "factor": 4.0})")}};
+  for (const auto& [key, value] : refused) {
+    auto bad = published;
+    bad[key] = value;
+    try {
+      model::model_from_hf_config(bad, "DIR/config.json", "hf");
+      ADD_FAILURE() << key << " = " << value.dump() << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("DIR/config.json: " + key), std::string::npos) << e.what();
+    }
+  }
 }

@@ -250,7 +250,8 @@ TEST(MixedPrecision, TiedGradientAccumulatesInFloat32) {
   at::Tensor w = at::zeros({n});
   std::vector<model::ParamSlot> slots = {{"w", &w, {n}}};
   auto flat = std::make_unique<parallel::FlatParam>(slots, topo.shard().size(), topo.shard().size(),
-                                                    topo.shard().rank(), at::kFloat);
+                                                    topo.shard().rank(), at::kFloat,
+                                                    [](const model::ParamSlot&, int64_t, at::Tensor dst) { dst.zero_(); });
   parallel::ShardingOptions opts;
   opts.compute_dtype = at::kBFloat16;
   parallel::ShardedUnit unit(std::move(flat), topo.shard(), topo.replica(), opts, /*call_sites=*/2);

@@ -1,54 +1,85 @@
-// `fedshard export --format safetensors CHECKPOINT --out DIR`: the checkpoint's (global) model as a Hugging
-// Face Llama directory: model.safetensors with HF tensor names and config.json.
+// `fedshard export SOURCE --out DIR`: a checkpoint's (global) model, or any model source, as a Hugging Face Llama
+// directory: config.json with the tokenizer's bos/eos ids, generation_config.json, and the weights in shards of
+// at most --max-shard-size with model.safetensors.index.json (save_pretrained's layout).
 #include <filesystem>
 #include <iostream>
 #include <memory>
 
 #include "cli/commands.h"
-#include "model/hf_adapter.h"
-#include "train/checkpoint.h"
+#include "cli/model_source.h"
+#include "data/tokenizer.h"
+#include "model/hf_checkpoint.h"
+#include "model/llama.h"
 #include "util/error.h"
 #include "util/posix_file.h"
-#include "util/safetensors.h"
 
 namespace fedshard::cli {
 
 Command add_export(CLI::App& app) {
   struct Args {
-    std::string checkpoint;
+    std::string source;
     std::string out;
     std::string format = "safetensors";
     std::string dtype = "float32";
+    std::string max_shard_size = "5GB";
+    std::string tokenizer;
   };
   auto a = std::make_shared<Args>();
   Command c;
-  c.app = app.add_subcommand("export", "Write a checkpoint's model as a Hugging Face Llama directory");
-  c.app->add_option("checkpoint", a->checkpoint, "checkpoint directory, or a run directory (its latest checkpoint)")
+  c.app = app.add_subcommand("export", "Write a model as a Hugging Face Llama directory");
+  c.app->add_option("source", a->source,
+                    "checkpoint directory, run directory (its latest checkpoint) or Hugging Face Llama directory")
       ->required();
   c.app->add_option("--out", a->out, "output directory")->required();
   c.app->add_option("--format", a->format, "safetensors")->check(CLI::IsMember({"safetensors"}))->capture_default_str();
-  c.app->add_option("--dtype", a->dtype, "float32 | bfloat16")
-      ->check(CLI::IsMember({"float32", "bfloat16"}))
+  c.app->add_option("--dtype", a->dtype, "weights on disk: float32 | bfloat16 | float16")
+      ->check(CLI::IsMember({"float32", "bfloat16", "float16"}))
       ->capture_default_str();
+  c.app->add_option("--max-shard-size", a->max_shard_size,
+                    "largest weight file (GB = 1e9 bytes, as transformers); more weights are sharded with an index")
+      ->capture_default_str();
+  c.app->add_option("--tokenizer", a->tokenizer,
+                    "bytes | tiktoken:FILE (default: the tokenizer of the checkpoint's data directory)");
   c.run = [a] {
     namespace fs = std::filesystem;
-    std::string dir = a->checkpoint;
-    if (!fs::exists(fs::path(dir) / "meta.json")) {
-      auto latest = train::find_checkpoint("auto", dir);
-      FS_CHECK(latest.has_value(), dir, " is neither a checkpoint nor a run directory with checkpoints");
-      dir = *latest;
+    const int64_t max_shard = model::parse_byte_size(a->max_shard_size);
+    const auto source = open_model_source(a->source);
+    const auto& cfg = source.config;
+    // bos/eos come from the tokenizer, so transformers' generate() starts and stops where training did.
+    model::HfTokenIds ids = source.ids;
+    std::string tokenizer_note;
+    if (!a->tokenizer.empty() || !source.tokenizer.empty() || ids.eos.empty()) {
+      const auto spec = tokenizer_spec(source, a->tokenizer);
+      const auto tok = data::make_tokenizer(spec);
+      FS_CHECK(tok->vocab_size() <= cfg.vocab_size, "tokenizer ", spec, " has ", tok->vocab_size(),
+               " tokens but the model's vocabulary is ", cfg.vocab_size);
+      ids = {{tok->bos_id()}, {tok->eos_id()}};
+      tokenizer_note = spec;
     }
-    const auto cfg = train::checkpoint_model(dir);
-    const auto meta = train::load_checkpoint_meta(dir, cfg, /*verify_all_files=*/true, -1);
-    const auto params = train::consolidated_parameters(meta);
-    const auto type = a->dtype == "bfloat16" ? at::kBFloat16 : at::kFloat;
-    std::vector<std::pair<std::string, at::Tensor>> tensors;
-    for (const auto& [name, t] : params) tensors.emplace_back(model::to_hf_name(name), t.to(type).contiguous());
     ensure_writable_dir(a->out);
-    write_safetensors((fs::path(a->out) / "model.safetensors").string(), tensors, {{"format", "pt"}});
-    write_file_atomically((fs::path(a->out) / "config.json").string(), model::hf_config(cfg, a->dtype).dump(2) + "\n");
-    std::cout << "exported " << dir << " (step " << meta.step << ", model " << cfg.name << ", "
-              << model::with_commas(cfg.param_count()) << " parameters) to " << a->out << "\n";
+    auto config = model::hf_config(cfg, a->dtype, ids);
+    // Lets `fedshard eval/generate` find the tokenizer again; transformers keeps unknown keys as attributes.
+    if (tokenizer_note.rfind("tiktoken:", 0) == 0) {
+      write_file_atomically((fs::path(a->out) / "tokenizer.model").string(), read_file(tokenizer_note.substr(9)));
+      config["fedshard_tokenizer"] = "tiktoken:tokenizer.model";
+    } else if (!tokenizer_note.empty()) {
+      config["fedshard_tokenizer"] = tokenizer_note;
+    }
+    model::Llama shapes(cfg, at::kFloat, /*materialize=*/false);
+    std::map<std::string, std::vector<int64_t>> shape_of;
+    for (const auto& p : shapes.named_parameters()) shape_of[p.name] = p.shape;
+    const auto fetch = [&](const std::string& name) {
+      at::Tensor full;
+      const model::ParamSlot slot{name, &full, shape_of.at(name)};
+      full = at::empty(slot.shape, at::kFloat);
+      source.init(slot, 0, full.view({-1}));
+      return full;
+    };
+    const auto files = model::write_hf_checkpoint(a->out, cfg, fetch, a->dtype, max_shard, config,
+                                                  model::hf_generation_config(ids));
+    std::cout << "exported " << source.description << " (model " << cfg.name << ", "
+              << model::with_commas(cfg.param_count()) << " parameters, " << a->dtype << ") to " << a->out << " ("
+              << files.size() << (files.size() == 1 ? " weight file" : " weight files and an index") << ")\n";
     return 0;
   };
   return c;

@@ -19,5 +19,7 @@ Command add_train(CLI::App& app);
 Command add_plan(CLI::App& app);
 Command add_report(CLI::App& app);
 Command add_export(CLI::App& app);
+Command add_eval(CLI::App& app);
+Command add_generate(CLI::App& app);
 
 }  // namespace fedshard::cli

@@ -7,6 +7,7 @@
 namespace fedshard::model {
 
 int64_t ModelConfig::ffn_hidden_dim() const {
+  if (ffn_hidden > 0) return ffn_hidden;
   int64_t hidden = 4 * dim;
   hidden = 2 * hidden / 3;
   if (ffn_dim_multiplier) hidden = static_cast<int64_t>(*ffn_dim_multiplier * static_cast<double>(hidden));
@@ -40,9 +41,32 @@ void ModelConfig::validate() const {
   FS_CHECK(n_heads % n_kv_heads == 0, "model '", name, "': n_heads ", n_heads, " is not divisible by n_kv_heads ",
            n_kv_heads);
   FS_CHECK(vocab_size > 0, "model '", name, "': vocab_size must be positive");
-  FS_CHECK(multiple_of > 0, "model '", name, "': multiple_of must be positive");
+  FS_CHECK(multiple_of > 0 && ffn_hidden >= 0, "model '", name, "': multiple_of must be positive");
   FS_CHECK(max_seq_len > 0, "model '", name, "': max_seq_len must be positive");
   FS_CHECK(norm_eps > 0 && rope_theta > 0, "model '", name, "': norm_eps and rope_theta must be positive");
+}
+
+std::string architecture_difference(const ModelConfig& a, const ModelConfig& b) {
+  auto differ = [](const char* field, auto x, auto y) {
+    std::ostringstream os;
+    if (x != y) os << field << " " << x << " vs " << y;
+    return os.str();
+  };
+  const auto ra = a.rope_scaling.value_or(RopeScaling{0, 0, 0, 0});
+  const auto rb = b.rope_scaling.value_or(RopeScaling{0, 0, 0, 0});
+  for (const auto& d :
+       {differ("dim", a.dim, b.dim), differ("layers", a.n_layers, b.n_layers), differ("heads", a.n_heads, b.n_heads),
+        differ("kv heads", a.n_kv_heads, b.n_kv_heads), differ("vocab", a.vocab_size, b.vocab_size),
+        differ("ffn hidden", a.ffn_hidden_dim(), b.ffn_hidden_dim()), differ("norm eps", a.norm_eps, b.norm_eps),
+        differ("rope theta", a.rope_theta, b.rope_theta),
+        differ("rope scaling", a.rope_scaling.has_value(), b.rope_scaling.has_value()),
+        differ("rope scaling factor", ra.factor, rb.factor),
+        differ("rope low_freq_factor", ra.low_freq_factor, rb.low_freq_factor),
+        differ("rope high_freq_factor", ra.high_freq_factor, rb.high_freq_factor),
+        differ("rope original_max_position", ra.original_max_position, rb.original_max_position),
+        differ("tied embeddings", a.tie_embeddings, b.tie_embeddings)})
+    if (!d.empty()) return d;
+  return std::string();
 }
 
 namespace {

@@ -31,6 +31,7 @@ struct ModelConfig {
   int64_t vocab_size = 0;  // 0: taken from the tokenizer of the data (tiny/small presets)
   int64_t multiple_of = 256;
   std::optional<double> ffn_dim_multiplier;
+  int64_t ffn_hidden = 0;  // SwiGLU hidden size as given (HF intermediate_size); 0: from multiple_of and the multiplier
   double norm_eps = 1e-5;
   double rope_theta = 500000.0;
   std::optional<RopeScaling> rope_scaling;
@@ -39,7 +40,7 @@ struct ModelConfig {
   AttentionKernel attention = AttentionKernel::Auto;
 
   int64_t head_dim() const { return dim / n_heads; }
-  // Llama's SwiGLU hidden size: 2/3 of 4*dim, times the multiplier, rounded up to multiple_of.
+  // ffn_hidden, else Llama's SwiGLU hidden size: 2/3 of 4*dim, times the multiplier, rounded up to multiple_of.
   int64_t ffn_hidden_dim() const;
   int64_t params_per_block() const;
   int64_t embedding_params() const { return vocab_size * dim; }
@@ -52,6 +53,10 @@ struct ModelConfig {
   // Throws fedshard::Error naming the first inconsistent field.
   void validate() const;
 };
+
+// "" when a and b are the same architecture (shapes, norm, RoPE, tying), else the first field that differs,
+// e.g. "ffn hidden 172 vs 192".
+std::string architecture_difference(const ModelConfig& a, const ModelConfig& b);
 
 // Presets: tiny, small, llama3.2-1b, llama3.1-8b, llama3.1-70b. Throws fedshard::Error on an unknown name.
 ModelConfig preset(const std::string& name);

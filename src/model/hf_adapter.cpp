@@ -1,6 +1,7 @@
 #include "model/hf_adapter.h"
 
 #include <cmath>
+#include <optional>
 #include <regex>
 #include <utility>
 #include <vector>
@@ -60,7 +61,16 @@ std::string from_hf_name(const std::string& hf_name) {
   throw Error(cat("unknown Hugging Face Llama tensor '", hf_name, "'"));
 }
 
-nlohmann::json hf_config(const ModelConfig& c, const std::string& torch_dtype) {
+namespace {
+
+nlohmann::json ids_json(const std::vector<int64_t>& ids) {
+  if (ids.empty()) return nullptr;
+  return ids.size() == 1 ? nlohmann::json(ids[0]) : nlohmann::json(ids);
+}
+
+}  // namespace
+
+nlohmann::json hf_config(const ModelConfig& c, const std::string& dtype, const HfTokenIds& ids) {
   nlohmann::json j = {{"architectures", {"LlamaForCausalLM"}},
                       {"model_type", "llama"},
                       {"hidden_size", c.dim},
@@ -77,7 +87,11 @@ nlohmann::json hf_config(const ModelConfig& c, const std::string& torch_dtype) {
                       {"hidden_act", "silu"},
                       {"attention_bias", false},
                       {"mlp_bias", false},
-                      {"torch_dtype", torch_dtype}};
+                      {"bos_token_id", ids_json(ids.bos)},
+                      {"eos_token_id", ids_json(ids.eos)},
+                      // transformers 4 reads torch_dtype, 5 reads dtype.
+                      {"torch_dtype", dtype},
+                      {"dtype", dtype}};
   if (c.rope_scaling)
     j["rope_scaling"] = {{"rope_type", "llama3"},
                          {"factor", c.rope_scaling->factor},
@@ -89,24 +103,106 @@ nlohmann::json hf_config(const ModelConfig& c, const std::string& torch_dtype) {
   return j;
 }
 
-void check_hf_config(const nlohmann::json& hf, const ModelConfig& c, const std::string& where) {
-  auto expect = [&](const char* key, double want) {
-    FS_CHECK(hf.contains(key) && hf[key].is_number(), where, ": config.json has no numeric '", key, "'");
-    const double got = hf[key].get<double>();
-    FS_CHECK(std::abs(got - want) <= 1e-9 * std::max(1.0, std::abs(want)), where, ": config.json ", key, " = ", got,
-             " but model ", c.name, " has ", want);
+nlohmann::json hf_generation_config(const HfTokenIds& ids) {
+  return {{"bos_token_id", ids_json(ids.bos)}, {"eos_token_id", ids_json(ids.eos)}, {"do_sample", false}};
+}
+
+HfTokenIds hf_token_ids(const nlohmann::json& config) {
+  auto read = [&](const char* key) {
+    std::vector<int64_t> out;
+    if (!config.contains(key) || config[key].is_null()) return out;
+    const auto& v = config[key];
+    if (v.is_number_integer()) return std::vector<int64_t>{v.get<int64_t>()};
+    FS_CHECK(v.is_array(), "'", key, "' must be an integer or a list of integers");
+    for (const auto& x : v) {
+      FS_CHECK(x.is_number_integer(), "'", key, "' must be an integer or a list of integers");
+      out.push_back(x.get<int64_t>());
+    }
+    return out;
   };
-  expect("hidden_size", static_cast<double>(c.dim));
-  expect("intermediate_size", static_cast<double>(c.ffn_hidden_dim()));
-  expect("num_hidden_layers", static_cast<double>(c.n_layers));
-  expect("num_attention_heads", static_cast<double>(c.n_heads));
-  expect("num_key_value_heads", static_cast<double>(c.n_kv_heads));
-  expect("vocab_size", static_cast<double>(c.vocab_size));
-  expect("rope_theta", c.rope_theta);
-  expect("rms_norm_eps", c.norm_eps);
-  const bool tied = hf.value("tie_word_embeddings", false);
-  FS_CHECK(tied == c.tie_embeddings, where, ": config.json tie_word_embeddings = ", tied, " but model ", c.name,
-           " has ", c.tie_embeddings);
+  return {read("bos_token_id"), read("eos_token_id")};
+}
+
+ModelConfig model_from_hf_config(const nlohmann::json& hf, const std::string& path, const std::string& name) {
+  FS_CHECK(hf.is_object(), path, ": not a JSON object");
+  auto number = [&](const nlohmann::json& j, const char* key, std::optional<double> fallback) {
+    if (!j.contains(key) || j[key].is_null()) {
+      FS_CHECK(fallback.has_value(), path, ": no '", key, "'");
+      return *fallback;
+    }
+    FS_CHECK(j[key].is_number(), path, ": '", key, "' is not a number");
+    return j[key].get<double>();
+  };
+  auto integer = [&](const char* key, std::optional<int64_t> fallback) {
+    if (!hf.contains(key) || hf[key].is_null()) {
+      FS_CHECK(fallback.has_value(), path, ": no '", key, "'");
+      return *fallback;
+    }
+    FS_CHECK(hf[key].is_number_integer() && hf[key].get<int64_t>() > 0, path, ": '", key,
+             "' must be a positive integer, got ", hf[key].dump());
+    return hf[key].get<int64_t>();
+  };
+  auto refuse_true = [&](const char* key, const char* why) {
+    FS_CHECK(!hf.value(key, false), path, ": ", key, " = true is not supported (", why, ")");
+  };
+  const std::string type = hf.value("model_type", "");
+  FS_CHECK(type == "llama", path, ": model_type '", type, "' is not supported (only llama)");
+  if (hf.contains("architectures"))
+    for (const auto& a : hf["architectures"])
+      FS_CHECK(a == "LlamaForCausalLM", path, ": architectures ", a.dump(), " is not supported (only LlamaForCausalLM)");
+  const std::string act = hf.value("hidden_act", "silu");
+  FS_CHECK(act == "silu", path, ": hidden_act '", act, "' is not supported (Llama's SwiGLU uses silu)");
+  refuse_true("attention_bias", "fedshard's Llama has no bias terms");
+  refuse_true("mlp_bias", "fedshard's Llama has no bias terms");
+  FS_CHECK(number(hf, "attention_dropout", 0.0) == 0.0, path, ": attention_dropout = ",
+           hf["attention_dropout"].dump(), " is not supported (fedshard trains without dropout)");
+  FS_CHECK(!hf.contains("quantization_config"), path, ": quantization_config is not supported (load unquantized weights)");
+  FS_CHECK(integer("pretraining_tp", 1) == 1, path, ": pretraining_tp ", hf["pretraining_tp"].dump(),
+           " is not supported (only 1)");
+
+  ModelConfig c;
+  c.name = name;
+  c.dim = integer("hidden_size", std::nullopt);
+  c.n_layers = integer("num_hidden_layers", std::nullopt);
+  c.n_heads = integer("num_attention_heads", std::nullopt);
+  c.n_kv_heads = integer("num_key_value_heads", c.n_heads);
+  c.vocab_size = integer("vocab_size", std::nullopt);
+  c.ffn_hidden = integer("intermediate_size", std::nullopt);
+  c.max_seq_len = integer("max_position_embeddings", std::nullopt);
+  c.norm_eps = number(hf, "rms_norm_eps", std::nullopt);
+  c.tie_embeddings = hf.value("tie_word_embeddings", false);
+  FS_CHECK(c.dim % c.n_heads == 0, path, ": hidden_size ", c.dim, " is not divisible by num_attention_heads ",
+           c.n_heads);
+  const int64_t head_dim = integer("head_dim", c.dim / c.n_heads);
+  FS_CHECK(head_dim == c.dim / c.n_heads, path, ": head_dim ", head_dim, " is not supported (only hidden_size / ",
+           "num_attention_heads = ", c.dim / c.n_heads, ")");
+  // transformers 5 keeps theta and scaling in rope_parameters; 4 in rope_theta and rope_scaling.
+  const bool v5 = hf.contains("rope_parameters") && hf["rope_parameters"].is_object();
+  const nlohmann::json rope = v5 ? hf["rope_parameters"] : hf.value("rope_scaling", nlohmann::json());
+  const char* rope_key = v5 ? "rope_parameters" : "rope_scaling";
+  c.rope_theta = number(v5 ? rope : hf, "rope_theta", 10000.0);
+  if (!rope.is_null()) {
+    FS_CHECK(rope.is_object(), path, ": ", rope_key, " is not an object");
+    const std::string rope_type = rope.value("rope_type", rope.value("type", std::string("default")));
+    FS_CHECK(rope_type == "default" || rope_type == "llama3", path, ": ", rope_key, " type '", rope_type,
+             "' is not supported (default, llama3)");
+    if (rope_type == "llama3") {
+      RopeScaling s;
+      s.factor = number(rope, "factor", std::nullopt);
+      s.low_freq_factor = number(rope, "low_freq_factor", std::nullopt);
+      s.high_freq_factor = number(rope, "high_freq_factor", std::nullopt);
+      s.original_max_position = static_cast<int64_t>(number(rope, "original_max_position_embeddings", std::nullopt));
+      FS_CHECK(s.factor > 0 && s.high_freq_factor > s.low_freq_factor && s.original_max_position > 0, path, ": ",
+               rope_key, " has inconsistent llama3 values");
+      c.rope_scaling = s;
+    }
+  }
+  try {
+    c.validate();
+  } catch (const Error& e) {
+    throw Error(cat(path, ": ", e.what()));
+  }
+  return c;
 }
 
 }  // namespace fedshard::model

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <vector>
 
 #include "model/config.h"
 
@@ -16,11 +17,23 @@ namespace fedshard::model {
 std::string to_hf_name(const std::string& name);
 std::string from_hf_name(const std::string& hf_name);
 
-// HF LlamaForCausalLM config.json for `cfg` with weights stored as `torch_dtype` ("float32" | "bfloat16").
-nlohmann::json hf_config(const ModelConfig& cfg, const std::string& torch_dtype);
+// Special token ids of a config.json or generation_config.json (eos may be a list: Llama 3.1 instruct stops on
+// three). Empty when absent.
+struct HfTokenIds {
+  std::vector<int64_t> bos, eos;
+};
 
-// Checks that an HF config.json describes the same architecture as `cfg`; throws fedshard::Error naming the
-// first field that differs.
-void check_hf_config(const nlohmann::json& hf, const ModelConfig& cfg, const std::string& where);
+// HF LlamaForCausalLM config.json for `cfg` with weights stored as `dtype` ("float32" | "bfloat16" |
+// "float16"). rope_theta/rope_scaling are written in the form transformers 4 and 5 both read.
+nlohmann::json hf_config(const ModelConfig& cfg, const std::string& dtype, const HfTokenIds& ids);
+// generation_config.json: the ids `generate()` starts and stops with.
+nlohmann::json hf_generation_config(const HfTokenIds& ids);
+
+// The model an HF config.json (read from `path`) describes, named `name`. Every architectural key is either
+// supported or refused: throws fedshard::Error "PATH: KEY ..." naming the key (model_type other than llama,
+// biases, hidden_act other than silu, head_dim other than hidden_size / num_attention_heads, rope types other
+// than default and llama3, dropout, quantization).
+ModelConfig model_from_hf_config(const nlohmann::json& hf, const std::string& path, const std::string& name);
+HfTokenIds hf_token_ids(const nlohmann::json& config);
 
 }  // namespace fedshard::model

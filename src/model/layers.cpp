@@ -39,9 +39,11 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
     return rep == 1 ? th : th.repeat_interleave(rep, /*dim=*/1);
   };
   auto qh = q.transpose(1, 2);
+  const int64_t t = q.size(1), s = k.size(1);
   at::Tensor out;
 #if TORCH_VERSION_MAJOR >= 2
-  if (kernel != AttentionKernel::Math) {
+  // sdpa's is_causal aligns its mask to the start, which is right only when queries and keys coincide.
+  if (kernel != AttentionKernel::Math && s == t) {
 #if TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 5
     // Grouped heads natively: no repeated K/V in memory.
     out = at::scaled_dot_product_attention(qh, k.transpose(1, 2), v.transpose(1, 2), /*attn_mask=*/{},
@@ -56,12 +58,12 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
 #else
   FS_ASSERT(kernel != AttentionKernel::Sdpa, "sdpa attention on LibTorch ", TORCH_VERSION);
 #endif
+  FS_ASSERT(s >= t, "attention: ", t, " queries but only ", s, " keys");
   auto kh = expand(k);
   auto vh = expand(v);
-  const int64_t t = q.size(1);
   const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(3)));
-  auto scores = at::matmul(qh, kh.transpose(-2, -1)) * scale;  // [B, H, T, T]
-  auto future = at::ones({t, t}, q.options().dtype(at::kBool)).triu(1);
+  auto scores = at::matmul(qh, kh.transpose(-2, -1)) * scale;  // [B, H, T, S]
+  auto future = at::ones({t, s}, q.options().dtype(at::kBool)).triu(1 + s - t);
   scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
   auto probs = at::softmax(scores, -1, accumulation_type(q.scalar_type())).to(q.scalar_type());
   out = at::matmul(probs, vh);  // [B, H, T, D]

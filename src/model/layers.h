@@ -15,8 +15,10 @@ bool sdpa_available();
 // "auto" | "sdpa" | "math". Throws fedshard::Error on another name, and for sdpa on a LibTorch without it.
 AttentionKernel parse_attention_kernel(const std::string& name);
 
-// Causal grouped-query attention core. q: [B, T, H, D]; k, v: [B, T, KV, D] with H % KV == 0.
-// Returns [B, T, H*D]. kernel: model/config.h (Auto = sdpa where LibTorch has it).
+// Causal grouped-query attention core. q: [B, T, H, D]; k, v: [B, S, KV, D] with H % KV == 0 and S >= T: the
+// queries are the last T of the S positions (S > T when decoding with a KV cache; that case always takes the
+// math kernel, whose mask is aligned to the end). Returns [B, T, H*D]. kernel: model/config.h (Auto = sdpa
+// where LibTorch has it).
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             AttentionKernel kernel = AttentionKernel::Auto);
 

@@ -38,6 +38,7 @@ class EmbeddingUnit : public Unit {
     slots_.add("tok_embeddings.weight", weight, {c.vocab_size, c.dim});
   }
   std::string name() const override { return "embedding"; }
+  using Unit::forward;
   at::Tensor forward(const at::Tensor& tokens) override { return at::embedding(weight, tokens); }
   std::vector<ParamSlot> params() override { return slots_.get(); }
   at::Tensor weight;
@@ -71,8 +72,25 @@ class BlockUnit : public Unit {
     auto q = rope_->apply(at::linear(xn, wq).view({b, t, cfg_.n_heads, hd}));
     auto k = rope_->apply(at::linear(xn, wk).view({b, t, cfg_.n_kv_heads, hd}));
     auto v = at::linear(xn, wv).view({b, t, cfg_.n_kv_heads, hd});
-    auto h = x + at::linear(causal_attention(q, k, v, cfg_.attention), wo);
-    return h + swiglu(rms_norm(h, ffn_norm, cfg_.norm_eps), w1, w2, w3);
+    return finish(x, q, k, v);
+  }
+
+  at::Tensor forward(const at::Tensor& x, KvCache& cache) override {
+    const int64_t b = x.size(0), t = x.size(1), hd = cfg_.head_dim(), start = cache.length;
+    FS_CHECK(start + t <= cache.capacity, "KV cache of ", cache.capacity, " positions is full");
+    auto xn = rms_norm(x, attention_norm, cfg_.norm_eps);
+    auto q = rope_->apply(at::linear(xn, wq).view({b, t, cfg_.n_heads, hd}), start);
+    auto k = rope_->apply(at::linear(xn, wk).view({b, t, cfg_.n_kv_heads, hd}), start);
+    auto v = at::linear(xn, wv).view({b, t, cfg_.n_kv_heads, hd});
+    const auto layer = static_cast<size_t>(layer_);
+    if (cache.k.size() <= layer) cache.k.resize(layer + 1), cache.v.resize(layer + 1);
+    if (!cache.k[layer].defined()) {
+      cache.k[layer] = at::empty({b, cache.capacity, cfg_.n_kv_heads, hd}, k.options());
+      cache.v[layer] = at::empty({b, cache.capacity, cfg_.n_kv_heads, hd}, v.options());
+    }
+    cache.k[layer].narrow(1, start, t).copy_(k);
+    cache.v[layer].narrow(1, start, t).copy_(v);
+    return finish(x, q, cache.k[layer].narrow(1, 0, start + t), cache.v[layer].narrow(1, 0, start + t));
   }
 
   std::vector<ParamSlot> params() override { return slots_.get(); }
@@ -80,6 +98,11 @@ class BlockUnit : public Unit {
   at::Tensor attention_norm, wq, wk, wv, wo, ffn_norm, w1, w2, w3;
 
  private:
+  at::Tensor finish(const at::Tensor& x, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+    auto h = x + at::linear(causal_attention(q, k, v, cfg_.attention), wo);
+    return h + swiglu(rms_norm(h, ffn_norm, cfg_.norm_eps), w1, w2, w3);
+  }
+
   ModelConfig cfg_;
   int64_t layer_;
   std::shared_ptr<Rope> rope_;
@@ -101,6 +124,7 @@ class HeadUnit : public Unit {
     }
   }
   std::string name() const override { return "head"; }
+  using Unit::forward;
   at::Tensor forward(const at::Tensor& x) override { return at::linear(rms_norm(x, norm, eps_), *output_); }
   std::vector<ParamSlot> params() override { return slots_.get(); }
 
@@ -146,6 +170,13 @@ std::vector<ParamSlot> Llama::named_parameters() const {
 at::Tensor Llama::forward(const at::Tensor& tokens) const {
   at::Tensor x = tokens;
   for (const auto& u : units_) x = u->forward(x);
+  return x;
+}
+
+at::Tensor Llama::forward(const at::Tensor& tokens, KvCache& cache) const {
+  at::Tensor x = tokens;
+  for (const auto& u : units_) x = u->forward(x, cache);
+  cache.length += tokens.size(1);
   return x;
 }
 

@@ -22,11 +22,25 @@ struct ParamSlot {
   std::vector<int64_t> shape;
 };
 
+// Keys and values of every position seen so far, per block, so decoding one more token costs one position's
+// work (generate). Blocks allocate their [B, capacity, KV, head_dim] buffers on first use.
+struct KvCache {
+  explicit KvCache(int64_t capacity) : capacity(capacity) {}
+  int64_t capacity;
+  int64_t length = 0;  // positions cached
+  std::vector<at::Tensor> k, v;  // per block
+};
+
 class Unit {
  public:
   virtual ~Unit() = default;
   virtual std::string name() const = 0;
   virtual at::Tensor forward(const at::Tensor& x) = 0;
+  // x holds the positions after the cached ones; blocks attend to the cache and append to it.
+  virtual at::Tensor forward(const at::Tensor& x, KvCache& cache) {
+    (void)cache;
+    return forward(x);
+  }
   // Fixed order. A tied parameter appears in every unit that uses it, with the same tensor pointer.
   virtual std::vector<ParamSlot> params() = 0;
 };
@@ -44,6 +58,8 @@ class Llama {
 
   // tokens [B, T] int64 -> logits [B, T, vocab].
   at::Tensor forward(const at::Tensor& tokens) const;
+  // The same for tokens at positions cache.length .. cache.length + T - 1, extending the cache.
+  at::Tensor forward(const at::Tensor& tokens, KvCache& cache) const;
 
  private:
   ModelConfig cfg_;

@@ -31,26 +31,23 @@ at::Tensor rope_inv_freq(const ModelConfig& cfg) {
   return inv;
 }
 
-Rope::Rope(const ModelConfig& cfg) {
-  auto pos = at::arange(cfg.max_seq_len, at::kDouble);
-  auto angles = at::outer(pos, rope_inv_freq(cfg));  // [T, head_dim/2]
-  auto both = at::cat({angles, angles}, -1);         // rotate-half layout repeats the frequencies
-  cos_ = both.cos();
-  sin_ = both.sin();
-}
+Rope::Rope(const ModelConfig& cfg) : inv_freq_(rope_inv_freq(cfg)), max_seq_len_(cfg.max_seq_len) {}
 
-at::Tensor Rope::apply(const at::Tensor& x) const {
+at::Tensor Rope::apply(const at::Tensor& x, int64_t start) const {
   const int64_t t = x.size(1);
-  FS_CHECK(t <= cos_.size(0), "sequence length ", t, " exceeds the model's max_seq_len ", cos_.size(0));
+  FS_CHECK(start + t <= max_seq_len_, "sequence length ", start + t, " exceeds the model's max_seq_len ", max_seq_len_);
   // Rotate in at least float32 and round once at the end (torchtitan's apply_rotary_emb): bf16 tables would
   // put a bf16 rounding error on every angle.
   const auto compute = at::promote_types(x.scalar_type(), at::kFloat);
-  // [T, 1, head_dim] broadcasts over batch and heads.
-  if (!cos_cached_.defined() || cos_cached_.size(0) != t || cos_cached_.scalar_type() != compute ||
-      cos_cached_.device() != x.device()) {
+  // [T, 1, head_dim] broadcasts over batch and heads; angles in float64, then rounded once.
+  if (!cos_cached_.defined() || cached_start_ != start || cos_cached_.size(0) != t ||
+      cos_cached_.scalar_type() != compute || cos_cached_.device() != x.device()) {
+    const auto angles = at::outer(at::arange(start, start + t, at::kDouble), inv_freq_);  // [T, head_dim/2]
+    const auto both = at::cat({angles, angles}, -1);  // the rotate-half layout repeats the frequencies
     const auto opts = x.options().dtype(compute).requires_grad(false);
-    cos_cached_ = cos_.narrow(0, 0, t).unsqueeze(1).to(opts);
-    sin_cached_ = sin_.narrow(0, 0, t).unsqueeze(1).to(opts);
+    cos_cached_ = both.cos().unsqueeze(1).to(opts);
+    sin_cached_ = both.sin().unsqueeze(1).to(opts);
+    cached_start_ = start;
   }
   const auto xc = x.to(compute);
   const int64_t half = x.size(-1) / 2;

@@ -14,15 +14,17 @@ at::Tensor rope_inv_freq(const ModelConfig& cfg);
 class Rope {
  public:
   explicit Rope(const ModelConfig& cfg);
-  // x: [B, T, heads, head_dim] -> same shape, rotated by position 0..T-1.
-  at::Tensor apply(const at::Tensor& x) const;
+  // x: [B, T, heads, head_dim] -> same shape, rotated by positions start..start+T-1.
+  at::Tensor apply(const at::Tensor& x, int64_t start = 0) const;
 
  private:
-  at::Tensor cos_;  // [max_seq_len, head_dim], float64 on the CPU
-  at::Tensor sin_;
+  at::Tensor inv_freq_;  // [head_dim/2], float64 on the CPU
+  int64_t max_seq_len_;
   // The last [T, 1, head_dim] pair handed out, on the caller's device in at least float32 (reused across
-  // blocks and steps; a unit's forward is single-threaded).
+  // blocks and steps; a unit's forward is single-threaded). Tables are built per use rather than for
+  // max_seq_len up front: Llama 3.1's 131,072 positions would cost every rank 134 MB of float64.
   mutable at::Tensor cos_cached_, sin_cached_;
+  mutable int64_t cached_start_ = -1;
 };
 
 }  // namespace fedshard::model

@@ -7,7 +7,7 @@
 namespace fedshard::parallel {
 
 FlatParam::FlatParam(std::vector<model::ParamSlot> slots, int64_t pad_multiple, int shard_count, int shard_index,
-                     at::ScalarType master_dtype, at::Device device)
+                     at::ScalarType master_dtype, const SliceInit& init, at::Device device)
     : slots_(std::move(slots)), shard_count_(shard_count), shard_index_(shard_index) {
   FS_ASSERT(pad_multiple > 0 && pad_multiple % shard_count == 0, "pad multiple ", pad_multiple,
             " must be a multiple of the shard count ", shard_count);
@@ -19,15 +19,14 @@ FlatParam::FlatParam(std::vector<model::ParamSlot> slots, int64_t pad_multiple, 
   }
   padded_numel_ = (numel_ + pad_multiple - 1) / pad_multiple * pad_multiple;
 
-  // Copy the slice [shard_offset, shard_offset + shard_numel) of the concatenated values.
+  // Fill the slice [shard_offset, shard_offset + shard_numel) of the concatenated values.
   at::NoGradGuard no_grad;
   shard_ = at::zeros({shard_numel()}, at::TensorOptions().dtype(master_dtype).device(device));
   const int64_t lo = shard_offset(), hi = lo + shard_numel();
   for (size_t i = 0; i < slots_.size(); ++i) {
     const auto& e = entries_[i];
     const int64_t a = std::max(lo, e.offset), b = std::min(hi, e.offset + e.numel);
-    if (a < b)
-      shard_.narrow(0, a - lo, b - a).copy_(slots_[i].tensor->reshape({-1}).narrow(0, a - e.offset, b - a));
+    if (a < b) init(slots_[i], a - e.offset, shard_.narrow(0, a - lo, b - a));
   }
   shard_.requires_grad_(true);
   grad_ = at::zeros_like(shard_);

@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -18,12 +19,16 @@ struct FlatEntry {
   int64_t numel = 0;
 };
 
+// Fills `dst` with elements [begin, begin + dst.numel()) of a parameter's flattened initial value (random draws,
+// or weights read from a file): a rank only ever produces the part of a parameter it keeps.
+using SliceInit = std::function<void(const model::ParamSlot& slot, int64_t begin, at::Tensor dst)>;
+
 class FlatParam {
  public:
-  // `slots` must hold the initialized full values; they are copied into this rank's shard (padding zero) and
-  // then unbound. pad_multiple: the padded length is a multiple of it (and of shard_count).
+  // This rank's shard (padding zero) is filled by `init`, slot by slot; the slots stay unbound.
+  // pad_multiple: the padded length is a multiple of it (and of shard_count).
   FlatParam(std::vector<model::ParamSlot> slots, int64_t pad_multiple, int shard_count, int shard_index,
-            at::ScalarType master_dtype, at::Device device = at::kCPU);
+            at::ScalarType master_dtype, const SliceInit& init, at::Device device = at::kCPU);
 
   const std::vector<FlatEntry>& entries() const { return entries_; }
   int64_t numel() const { return numel_; }

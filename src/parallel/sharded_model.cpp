@@ -27,9 +27,12 @@ UnitGrouping group_units(const model::Llama& model) {
 
 ShardedModel::ShardedModel(model::Llama& model, comm::Communicator& shard, comm::Communicator& replica,
                            const ShardingOptions& opts, int64_t pad_multiple, uint64_t seed)
-    : ShardedModel(model, shard, replica, opts, pad_multiple, [&model, seed](const model::ParamSlot& s) {
-        model::init_parameter(s, model.config(), seed, s.tensor->scalar_type());
-      }) {}
+    : ShardedModel(model, shard, replica, opts, pad_multiple,
+                   [&model, seed, dtype = opts.master_dtype](const model::ParamSlot& s, int64_t begin, at::Tensor dst) {
+                     at::Tensor full;
+                     model::init_parameter({s.name, &full, s.shape}, model.config(), seed, dtype);
+                     dst.copy_(full.reshape({-1}).narrow(0, begin, dst.numel()));
+                   }) {}
 
 ShardedModel::ShardedModel(model::Llama& model, comm::Communicator& shard, comm::Communicator& replica,
                            const ShardingOptions& opts, int64_t pad_multiple, const Initializer& init)
@@ -41,13 +44,8 @@ ShardedModel::ShardedModel(model::Llama& model, comm::Communicator& shard, comm:
   std::vector<int> sites_per_group(group_slots.size(), 0);
   for (size_t g : group_of_unit) ++sites_per_group[g];
   for (size_t g = 0; g < group_slots.size(); ++g) {
-    at::NoGradGuard no_grad;
-    for (const auto& s : group_slots[g]) {
-      *s.tensor = at::empty(s.shape, at::TensorOptions().dtype(opts_.master_dtype));
-      init(s);
-    }
     auto flat = std::make_unique<FlatParam>(group_slots[g], pad_multiple, shard_.size(), shard_.rank(),
-                                            opts_.master_dtype, opts_.device);
+                                            opts_.master_dtype, init, opts_.device);
     units_.push_back(std::make_unique<ShardedUnit>(std::move(flat), shard_, replica_, opts_, sites_per_group[g]));
   }
 

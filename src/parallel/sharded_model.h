@@ -39,14 +39,13 @@ struct CallSite {
 
 class ShardedModel {
  public:
-  // Fills one parameter (allocated by the caller in the master dtype): random init or loaded weights.
-  using Initializer = std::function<void(const model::ParamSlot&)>;
+  using Initializer = SliceInit;
 
-  // `model` must be unmaterialized or materialized-but-uninitialized: each unit is allocated, filled by
-  // `init`, sliced into this rank's shard and released, one at a time. pad_multiple: see FlatParam.
+  // `model` must be unmaterialized or materialized-but-uninitialized: `init` fills each unit's shard on this
+  // rank directly, so no rank holds a full unit. pad_multiple: see FlatParam.
   ShardedModel(model::Llama& model, comm::Communicator& shard, comm::Communicator& replica,
                const ShardingOptions& opts, int64_t pad_multiple, const Initializer& init);
-  // Random initialization from `seed` (model::init_parameter).
+  // Random initialization from `seed` (model::init_parameter; each parameter drawn whole, one at a time).
   ShardedModel(model::Llama& model, comm::Communicator& shard, comm::Communicator& replica,
                const ShardingOptions& opts, int64_t pad_multiple, uint64_t seed);
 

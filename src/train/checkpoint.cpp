@@ -47,6 +47,7 @@ nlohmann::json model_json(const model::ModelConfig& c) {
                       {"vocab_size", c.vocab_size},
                       {"multiple_of", c.multiple_of},
                       {"ffn_dim_multiplier", c.ffn_dim_multiplier ? nlohmann::json(*c.ffn_dim_multiplier) : nullptr},
+                      {"ffn_hidden", c.ffn_hidden},
                       {"norm_eps", c.norm_eps},
                       {"rope_theta", c.rope_theta},
                       {"max_seq_len", c.max_seq_len},
@@ -71,6 +72,7 @@ model::ModelConfig model_from_json(const nlohmann::json& j) {
   c.vocab_size = j.at("vocab_size");
   c.multiple_of = j.at("multiple_of");
   if (!j.at("ffn_dim_multiplier").is_null()) c.ffn_dim_multiplier = j.at("ffn_dim_multiplier").get<double>();
+  c.ffn_hidden = j.value("ffn_hidden", int64_t{0});  // absent before HF configs could set it
   c.norm_eps = j.at("norm_eps");
   c.rope_theta = j.at("rope_theta");
   c.max_seq_len = j.at("max_seq_len");
@@ -183,7 +185,8 @@ CheckpointMeta load_checkpoint_meta(const std::string& dir, const model::ModelCo
     // The architecture must be the one being trained.
     const auto want = model_json(model);
     for (const auto& [k, v] : want.items())
-      FS_CHECK(j.at("model").at(k) == v, meta_path, ": checkpoint model has ", k, " = ", j.at("model").at(k).dump(),
+      // ffn_hidden is absent from checkpoints written before HF configs could set it.
+      FS_CHECK(j.at("model").value(k, k == "ffn_hidden" ? nlohmann::json(0) : nlohmann::json()) == v, meta_path, ": checkpoint model has ", k, " = ", j.at("model").at(k).dump(),
                ", the configured model has ", v.dump());
     // And its layout the one this model produces.
     const auto layout = unit_layout(model);

@@ -85,7 +85,7 @@ Binding key_binding(std::string key, T TrainConfig::*field, std::string help) {
 
 const std::vector<Binding>& bindings() {
   static const std::vector<Binding> b = {
-      key_binding("model.name", &TrainConfig::model, "model preset: tiny, small, llama3.2-1b, llama3.1-8b, llama3.1-70b"),
+      key_binding("model.name", &TrainConfig::model, "model preset: tiny, small, llama3.2-1b, llama3.1-8b, llama3.1-70b (default: model.init_from's config.json, else small)"),
       key_binding("model.vocab_size", &TrainConfig::vocab_size, "vocabulary size; 0 = the preset's or the data's tokenizer's; larger than the tokenizer's = padding rows"),
       key_binding("model.n_layers", &TrainConfig::n_layers, "transformer blocks; 0 = the preset's (e.g. 4 for a cut-down llama3.1-8b)"),
       key_binding("model.tie_embeddings", &TrainConfig::tie_embeddings, "output head shares the embedding: preset | true | false"),
@@ -93,7 +93,7 @@ const std::vector<Binding>& bindings() {
       key_binding("model.compute_dtype", &TrainConfig::compute_dtype, "parameters and activations in compute: float32 | bfloat16 | float64"),
       key_binding("model.device", &TrainConfig::device, "cpu | cuda"),
       key_binding("model.attention", &TrainConfig::attention, "attention kernel: auto (sdpa where LibTorch has it) | sdpa | math"),
-      key_binding("model.init_from", &TrainConfig::init_from, "initialize from a Hugging Face Llama directory (config.json + model.safetensors)"),
+      key_binding("model.init_from", &TrainConfig::init_from, "initialize from a Hugging Face Llama directory (config.json + model.safetensors or a sharded index); the model is the one its config.json describes"),
       key_binding("data.dir", &TrainConfig::data_dir, "directory written by fedshard prepare"),
       key_binding("data.seq_len", &TrainConfig::seq_len, "tokens per sequence"),
       key_binding("data.batch_size", &TrainConfig::batch_size, "sequences per rank per step"),

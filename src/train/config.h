@@ -13,7 +13,7 @@ namespace fedshard::train {
 
 struct TrainConfig {
   // [model]
-  std::string model = "small";
+  std::string model;  // preset; empty: model.init_from's config.json, else small
   int64_t vocab_size = 0;                 // 0: the preset's, else the tokenizer's; >= the tokenizer's (padding)
   int64_t n_layers = 0;                   // 0: the preset's
   std::string tie_embeddings = "preset";  // preset | true | false

@@ -175,31 +175,47 @@ TrainSetup prepare_training(const TrainConfig& cfg, int world_size, int world_ra
            build_description(), ")");
   FS_CHECK(cfg.backend != "nccl" || nccl_built, "parallel.backend = nccl needs a build against a CUDA LibTorch");
   s.topology.backend = cfg.backend == "auto" ? (cfg.device == "cuda" && nccl_built ? "nccl" : "mpi") : cfg.backend;
-  s.model = model::preset(cfg.model);
-  s.model.attention = model::parse_attention_kernel(cfg.attention);
+  // The HF directory is read (headers only) and checked whole before anything else: it may decide the model.
+  std::shared_ptr<model::HfCheckpoint> hf;
+  if (!cfg.init_from.empty()) hf = std::make_shared<model::HfCheckpoint>(cfg.init_from);
+  const bool model_from_hf = hf && cfg.model.empty();
+  s.model = model_from_hf ? hf->config() : model::preset(cfg.model.empty() ? "small" : cfg.model);
   FS_CHECK(cfg.fused != "on" || optim::fused_adamw_available(), "optim.fused = on needs LibTorch >= 2.4 (this build has ",
            TORCH_VERSION, "); use auto or off");
   FS_CHECK(cfg.fused != "on" || cfg.optimizer == "adamw", "optim.fused = on applies to adamw only (optim.name = ",
            cfg.optimizer, ")");
   const auto manifest = data::Manifest::load(cfg.data_dir);
+  FS_CHECK(!model_from_hf || (cfg.n_layers == 0 && cfg.tie_embeddings == "preset" && cfg.vocab_size == 0),
+           "model.n_layers, model.tie_embeddings and model.vocab_size do not apply with model.init_from: the model is ",
+           "the one ", hf->config_path(), " describes");
   if (cfg.n_layers > 0) s.model.n_layers = cfg.n_layers;
   if (cfg.tie_embeddings != "preset") s.model.tie_embeddings = cfg.tie_embeddings == "true";
   const int64_t data_vocab = manifest.tokenizer.vocab_size;
   // An explicit model.vocab_size may pad the tokenizer's vocabulary (rows no token uses, as llm.c pads GPT-2's
-  // 50257 to 50304); a preset's own vocabulary must be the data's.
-  if (cfg.vocab_size > 0) {
+  // 50257 to 50304), and so may a Hugging Face model's; a preset's own vocabulary must be the data's.
+  if (model_from_hf) {
+    FS_CHECK(s.model.vocab_size >= data_vocab, hf->config_path(), ": vocab_size ", s.model.vocab_size,
+             " is smaller than the vocab ", data_vocab, " of tokenizer ", manifest.tokenizer.spec, " that ",
+             cfg.data_dir, " was prepared with");
+  } else if (cfg.vocab_size > 0) {
     FS_CHECK(cfg.vocab_size >= data_vocab, "model.vocab_size = ", cfg.vocab_size, " is smaller than the vocab ",
              data_vocab, " of tokenizer ", manifest.tokenizer.spec, " that ", cfg.data_dir, " was prepared with");
     s.model.vocab_size = cfg.vocab_size;
   } else {
     if (s.model.vocab_size == 0) s.model.vocab_size = data_vocab;
-    FS_CHECK(s.model.vocab_size == data_vocab, "model ", cfg.model, " has vocab ", s.model.vocab_size, " but ",
+    FS_CHECK(s.model.vocab_size == data_vocab, "model ", s.model.name, " has vocab ", s.model.vocab_size, " but ",
              cfg.data_dir, " was prepared with tokenizer ", manifest.tokenizer.spec, " (vocab ", data_vocab,
              "); set model.vocab_size or prepare the data with a matching tokenizer");
   }
   s.model.validate();
+  if (hf && !model_from_hf) {
+    const auto diff = model::architecture_difference(s.model, hf->config());
+    FS_CHECK(diff.empty(), "model ", s.model.name, " is not the model ", hf->config_path(), " describes (", diff,
+             "); leave out model.name to take config.json's");
+  }
+  s.model.attention = model::parse_attention_kernel(cfg.attention);
   FS_CHECK(cfg.seq_len <= s.model.max_seq_len, "data.seq_len ", cfg.seq_len, " exceeds the max_seq_len ",
-           s.model.max_seq_len, " of model ", cfg.model);
+           s.model.max_seq_len, " of model ", s.model.name);
   s.train = std::make_shared<data::TokenDataset>(cfg.data_dir, "train", cfg.seq_len, s.model.vocab_size);
   s.val = std::make_shared<data::TokenDataset>(cfg.data_dir, "val", cfg.seq_len, s.model.vocab_size);
   const auto& layout = s.layout;
@@ -225,27 +241,7 @@ TrainSetup prepare_training(const TrainConfig& cfg, int world_size, int world_ra
     }
   }
   choose_group_ids(s);
-  if (!cfg.init_from.empty() && !s.resume) {
-    const auto dir = std::filesystem::path(cfg.init_from);
-    nlohmann::json hf;
-    try {
-      hf = nlohmann::json::parse(read_file((dir / "config.json").string()));
-    } catch (const Error&) {
-      throw;
-    } catch (const std::exception& e) {
-      throw Error(cat((dir / "config.json").string(), ": not valid JSON (", e.what(), ")"));
-    }
-    model::check_hf_config(hf, s.model, (dir / "config.json").string());
-    const SafetensorsFile weights((dir / "model.safetensors").string());
-    for (const auto& u : unit_layout(s.model))
-      for (const auto& e : u.entries) {
-        const auto name = model::to_hf_name(e.name);
-        FS_CHECK(weights.contains(name), weights.path(), ": no tensor '", name, "'");
-        FS_CHECK(weights.entries().at(name).shape == e.shape, weights.path(), ": tensor '", name,
-                 "' has the wrong shape for model ", s.model.name);
-      }
-    s.init_from = dir.string();
-  }
+  if (hf && !s.resume) s.init_from = hf;
   return s;
 }
 
@@ -338,10 +334,10 @@ EngineSpec Trainer::engine_spec(at::Device device) const {
                                                  cfg.compress_block,
                                                  cfg.overlap != "none",
                                                  cfg.normalize == "steps"};
-  if (!s_.init_from.empty()) {
-    auto weights = std::make_shared<SafetensorsFile>((std::filesystem::path(s_.init_from) / "model.safetensors").string());
-    e.init = [weights](const model::ParamSlot& slot) { slot.tensor->copy_(weights->tensor(model::to_hf_name(slot.name))); };
-  }
+  if (s_.init_from)
+    e.init = [hf = s_.init_from](const model::ParamSlot& slot, int64_t begin, at::Tensor dst) {
+      hf->read(slot.name, begin, dst);
+    };
   e.seed = cfg.seed;
   return e;
 }

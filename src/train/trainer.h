@@ -14,6 +14,7 @@
 #include "data/window_sampler.h"
 #include "federation/schedule.h"
 #include "model/config.h"
+#include "model/hf_checkpoint.h"
 #include "parallel/emulation.h"
 #include "parallel/strategy.h"
 #include "train/checkpoint.h"
@@ -40,7 +41,7 @@ struct TrainSetup {
   std::optional<CheckpointMeta> resume;  // checked (files present, checksums) before any collective
   std::vector<int> group_ids;            // stable id of each group of this run
   std::vector<int> continues;            // resuming onto another group layout: checkpoint group per group
-  std::string init_from;                 // checked HF directory, when initializing from one
+  std::shared_ptr<model::HfCheckpoint> init_from;  // checked HF directory, when initializing from one
 };
 
 TrainSetup prepare_training(const TrainConfig& cfg, int world_size, int world_rank);

@@ -161,6 +161,21 @@ at::Tensor SafetensorsFile::tensor(const std::string& name) const {
   return t;
 }
 
+at::Tensor SafetensorsFile::read_range(const std::string& name, int64_t begin, int64_t count) const {
+  auto it = entries_.find(name);
+  FS_CHECK(it != entries_.end(), path_, ": no tensor '", name, "'");
+  const auto& e = it->second;
+  const auto* d = by_name(e.dtype);
+  FS_ASSERT(begin >= 0 && count >= 0 && e.begin + static_cast<uint64_t>(begin + count) * d->bytes <= e.end,
+            path_, ": range [", begin, ", ", begin + count, ") outside tensor '", name, "'");
+  auto t = at::empty({count}, at::TensorOptions().dtype(d->type));
+  UniqueFd f = open_file(path_, O_RDONLY);
+  read_exact(f.get(), t.data_ptr(), static_cast<size_t>(count) * d->bytes,
+             data_start_ + e.begin + static_cast<uint64_t>(begin) * d->bytes, path_);
+  f.close();
+  return t;
+}
+
 uint64_t file_checksum(const std::string& path) {
   UniqueFd f = open_file(path, O_RDONLY);
   uint64_t h = kFnv1aOffset;

@@ -34,6 +34,9 @@ class SafetensorsFile {
   bool contains(const std::string& name) const { return entries_.count(name) > 0; }
   // Reads one tensor (a copy). Throws fedshard::Error if absent.
   at::Tensor tensor(const std::string& name) const;
+  // Elements [begin, begin + count) of the flattened tensor, in its own dtype: reads only those bytes, so a
+  // rank that keeps a slice of a parameter never holds the whole of it.
+  at::Tensor read_range(const std::string& name, int64_t begin, int64_t count) const;
   const std::string& path() const { return path_; }
 
  private:
