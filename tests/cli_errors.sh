@@ -76,7 +76,7 @@ expect "plan: optimizer longer than compute" "cannot exceed it" -- \
 expect "plan: 3-byte elements" "--bytes-per-element" -- "$bin" plan --paper --bytes-per-element 3
 expect "plan: zero batch" "--batch" -- "$bin" plan --paper --batch 0
 expect "report: not a run dir" "no metrics.jsonl in $tmp" -- "$bin" report "$tmp" --out "$tmp/rep"
-expect "export: not a checkpoint" "neither a checkpoint nor a run directory" -- "$bin" export "$tmp" --out "$tmp/exp"
+expect "export: not a checkpoint" "neither a checkpoint, a run directory" -- "$bin" export "$tmp" --out "$tmp/exp"
 
 # Multi-rank start-up errors: every rank finds them, the lowest failing rank alone reports (mpirun adds
 # its own banner lines, so here only the fedshard lines are counted).
@@ -133,6 +133,80 @@ cp -r "$tmp/corpus" "$tmp/flipped"
 shard=$(ls "$tmp/flipped"/val-*.bin | head -1)
 printf '\x7f' | dd of="$shard" bs=1 seek=200 conv=notrunc status=none
 expect "corrupt shard" "$(basename "$shard")" -- "${train[@]}" --data "$tmp/flipped"
+
+# Hugging Face directories: a real export of a trained tiny model in 20 KB shards, then broken copies of it.
+"${train[@]}" --out "$tmp/trained" >/dev/null 2>&1 || { echo "FAIL: train for the HF cases"; exit 1; }
+"$bin" export "$tmp/trained" --out "$tmp/hf" --max-shard-size 20KB >/dev/null || { echo "FAIL: export"; exit 1; }
+hf_copy() { rm -rf "$tmp/$1" && cp -r "$tmp/hf" "$tmp/$1"; }
+evaluate=("$bin" eval --data "$tmp/corpus" --windows 2 --seq-len 32 --json "$tmp/eval.json")
+edit_json() {  # FILE PYTHON-EXPRESSION over j
+  python3 -c "import json,sys; p=sys.argv[1]; j=json.load(open(p)); $2; json.dump(j, open(p, 'w'))" "$1"
+}
+hf_copy missing
+shard=$(ls "$tmp/missing"/model-*.safetensors | sed -n 3p)
+rm "$shard"
+expect "HF: shard named in the index missing" "shard '$(basename "$shard")'" -- "${evaluate[@]}" "$tmp/missing"
+hf_copy twice
+python3 - "$tmp/twice/model.safetensors.index.json" <<'PY'
+import sys
+p = sys.argv[1]
+text = open(p).read()
+first = text.index('"weight_map": {') + len('"weight_map": {')
+line = text[first:text.index(",", first) + 1]
+open(p, "w").write(text[:first] + line + text[first:])
+PY
+expect "HF: index naming a tensor twice" "weight_map names tensor 'lm_head.weight' twice" -- "${evaluate[@]}" "$tmp/twice"
+hf_copy truncated
+shard=$(ls "$tmp/truncated"/model-*.safetensors | tail -1)
+truncate -s -100 "$shard"
+expect "HF: shard truncated" "$(basename "$shard"): tensor '" -- "${evaluate[@]}" "$tmp/truncated"
+hf_copy yarn
+edit_json "$tmp/yarn/config.json" 'j["rope_scaling"] = {"rope_type": "yarn", "factor": 4.0}'
+expect "HF: unsupported rope_scaling type" "config.json: rope_scaling type 'yarn' is not supported" -- \
+  "${evaluate[@]}" "$tmp/yarn"
+hf_copy mistral
+edit_json "$tmp/mistral/config.json" 'j["model_type"] = "mistral"'
+expect "HF: another model_type" "config.json: model_type 'mistral' is not supported" -- "${evaluate[@]}" "$tmp/mistral"
+hf_copy bias
+# A q_proj bias added to the first shard (and to the index), as a checkpoint with attention_bias would have.
+python3 - "$tmp/bias" <<'PY'
+import json, os, struct, sys
+d = sys.argv[1]
+index = json.load(open(f"{d}/model.safetensors.index.json"))
+shard = sorted(f for f in os.listdir(d) if f.startswith("model-"))[0]
+raw = open(f"{d}/{shard}", "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+header, data = json.loads(raw[8:8 + n]), raw[8 + n:]
+header["model.layers.0.self_attn.q_proj.bias"] = {"dtype": "F32", "shape": [64], "data_offsets": [len(data), len(data) + 256]}
+blob = json.dumps(header).encode()
+open(f"{d}/{shard}", "wb").write(struct.pack("<Q", len(blob)) + blob + data + bytes(256))
+index["weight_map"]["model.layers.0.self_attn.q_proj.bias"] = shard
+json.dump(index, open(f"{d}/model.safetensors.index.json", "w"))
+PY
+expect "HF: bias tensor present" "tensor 'model.layers.0.self_attn.q_proj.bias' is a bias" -- "${evaluate[@]}" "$tmp/bias"
+hf_copy vocab
+edit_json "$tmp/vocab/config.json" 'j["vocab_size"] = 100'
+expect "HF: config vocab not the weights'" "tensor 'model.embed_tokens.weight' has shape [258, 64], config.json needs [100, 64]" -- \
+  "${evaluate[@]}" "$tmp/vocab"
+# Data tokenized with a larger vocabulary (a tiktoken file of the 256 bytes and 300 merges) than the model's 258.
+python3 -c "
+import base64
+pairs = [bytes([i]) for i in range(256)] + [bytes([97 + i // 26, 97 + i % 26]) for i in range(300)]
+open('$tmp/big.tiktoken', 'w').write(''.join(f'{base64.b64encode(t).decode()} {r}\\n' for r, t in enumerate(pairs)))"
+"$bin" prepare --input "$tmp/raw" --out "$tmp/corpus-big" --val-fraction 0.34 --tokenizer "tiktoken:$tmp/big.tiktoken" \
+  >/dev/null || { echo "FAIL: prepare with a larger vocabulary"; exit 1; }
+expect "HF: data vocab larger than the model's" "but model vocab is only 258" -- \
+  "$bin" eval "$tmp/hf" --data "$tmp/corpus-big" --windows 2 --seq-len 32 --json "$tmp/eval.json"
+expect "HF: --model disagreeing with config.json" "model small is not the model $tmp/hf/config.json describes (dim 256 vs 64)" -- \
+  "${train[@]}" --model small --init-from "$tmp/hf" --out "$tmp/run-hf"
+expect "HF: preset overrides with a config.json model" "do not apply with model.init_from" -- \
+  "$bin" train --data "$tmp/corpus" --seq-len 32 --batch-size 2 --steps 2 --out "$tmp/run-hf" --init-from "$tmp/hf" \
+  --set model.n_layers=1
+expect "export: bad shard size" "size '5XB' is not a positive number of bytes" -- \
+  "$bin" export "$tmp/trained" --out "$tmp/hf2" --max-shard-size 5XB
+expect "generate: no prompt" "generate needs --prompt TEXT or --prompt-ids IDS" -- "$bin" generate "$tmp/hf"
+expect "generate: prompt id outside the vocabulary" "token 999 is outside the vocabulary of 258" -- \
+  "$bin" generate "$tmp/hf" --prompt-ids 256,999
 
 if [ "$fails" -ne 0 ]; then
   echo "$fails bad-input case(s) failed"

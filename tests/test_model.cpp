@@ -151,6 +151,23 @@ TEST(Model, IsCausal) {
   EXPECT_FALSE(at::allclose(a.narrow(1, 10, 6), b.narrow(1, 10, 6)));
 }
 
+// Decoding with the KV cache (a prompt of 5, then one token at a time, keys at later positions than the
+// queries) gives the logits of the full causal forward at every position. float64, with llama3 RoPE scaling.
+TEST(Model, KvCacheDecodingMatchesFullForward) {
+  auto c = tiny_cfg();
+  c.rope_scaling = RopeScaling{8.0, 1.0, 4.0, 16};
+  auto m = make_model(c, at::kDouble, 3);
+  at::NoGradGuard no_grad;
+  const auto tokens = at::randint(0, c.vocab_size, {2, 12}, at::kLong);
+  const auto full = m.forward(tokens);
+  KvCache cache(12);
+  std::vector<at::Tensor> parts = {m.forward(tokens.narrow(1, 0, 5), cache)};
+  for (int64_t t = 5; t < 12; ++t) parts.push_back(m.forward(tokens.narrow(1, t, 1), cache));
+  EXPECT_EQ(cache.length, 12);
+  EXPECT_LT((at::cat(parts, 1) - full).abs().max().item<double>(), 1e-12);
+  EXPECT_THROW(m.forward(tokens.narrow(1, 0, 1), cache), fedshard::Error);  // full
+}
+
 TEST(Attention, GqaWithAllKvHeadsEqualsPlainMultiHead) {
   const int64_t b = 2, t = 7, h = 3, d = 4;
   auto q = at::randn({b, t, h, d}, at::kDouble);

@@ -104,6 +104,7 @@ Command add_eval(CLI::App& app) {
     model::Llama model(source.config, at::kFloat, /*materialize=*/false);
     parallel::ShardingOptions opts;
     opts.recompute = false;
+    opts.gradients = false;
     parallel::ShardedModel sharded(model, topo.shard(), topo.replica(), opts, topo.layout().pad_multiple(),
                                    source.init);
     const int64_t after_load = peak_rss_bytes();

@@ -7,7 +7,7 @@
 namespace fedshard::parallel {
 
 FlatParam::FlatParam(std::vector<model::ParamSlot> slots, int64_t pad_multiple, int shard_count, int shard_index,
-                     at::ScalarType master_dtype, const SliceInit& init, at::Device device)
+                     at::ScalarType master_dtype, const SliceInit& init, at::Device device, bool with_grad)
     : slots_(std::move(slots)), shard_count_(shard_count), shard_index_(shard_index) {
   FS_ASSERT(pad_multiple > 0 && pad_multiple % shard_count == 0, "pad multiple ", pad_multiple,
             " must be a multiple of the shard count ", shard_count);
@@ -29,7 +29,7 @@ FlatParam::FlatParam(std::vector<model::ParamSlot> slots, int64_t pad_multiple, 
     if (a < b) init(slots_[i], a - e.offset, shard_.narrow(0, a - lo, b - a));
   }
   shard_.requires_grad_(true);
-  grad_ = at::zeros_like(shard_);
+  if (with_grad) grad_ = at::zeros_like(shard_);
   unbind();
 }
 

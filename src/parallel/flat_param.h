@@ -26,9 +26,10 @@ using SliceInit = std::function<void(const model::ParamSlot& slot, int64_t begin
 class FlatParam {
  public:
   // This rank's shard (padding zero) is filled by `init`, slot by slot; the slots stay unbound.
-  // pad_multiple: the padded length is a multiple of it (and of shard_count).
+  // pad_multiple: the padded length is a multiple of it (and of shard_count). Without with_grad (a
+  // forward-only model) there is no gradient buffer.
   FlatParam(std::vector<model::ParamSlot> slots, int64_t pad_multiple, int shard_count, int shard_index,
-            at::ScalarType master_dtype, const SliceInit& init, at::Device device = at::kCPU);
+            at::ScalarType master_dtype, const SliceInit& init, at::Device device = at::kCPU, bool with_grad = true);
 
   const std::vector<FlatEntry>& entries() const { return entries_; }
   int64_t numel() const { return numel_; }

@@ -45,7 +45,7 @@ ShardedModel::ShardedModel(model::Llama& model, comm::Communicator& shard, comm:
   for (size_t g : group_of_unit) ++sites_per_group[g];
   for (size_t g = 0; g < group_slots.size(); ++g) {
     auto flat = std::make_unique<FlatParam>(group_slots[g], pad_multiple, shard_.size(), shard_.rank(),
-                                            opts_.master_dtype, init, opts_.device);
+                                            opts_.master_dtype, init, opts_.device, opts_.gradients);
     units_.push_back(std::make_unique<ShardedUnit>(std::move(flat), shard_, replica_, opts_, sites_per_group[g]));
   }
 

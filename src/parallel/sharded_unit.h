@@ -24,6 +24,7 @@ struct ShardingOptions {
   bool recompute = true;                      // per-unit activation checkpointing
   bool reshard_after_forward = true;          // free gathered params after forward (re-gather in backward)
   at::Device device = at::kCPU;               // where shards, gathers and compute live
+  bool gradients = true;                      // false: forward only (eval), no gradient buffer per shard
 };
 
 class ShardedUnit {
