@@ -121,34 +121,27 @@ touch "$out/stop"
 wait "$sampler"
 grep -v '^$' "$out/log" | tail -3 | sed 's/^/    /'
 
-# 3. The table: peak RSS over the rank's float32 master shard (its reported shard_state_bytes, else params/4
-# rounded up, times 4 bytes).
+# 3. The table. The import is measured where it ends (the ranks' peak RSS right after the model is loaded,
+# before any forward pass), against the rank's float32 master shard; the evaluation's own peak (gathered
+# units: the tied 1 GB embedding/head in full, logits) is shown beside it.
 /usr/bin/python3 - "$out" "$params" <<'EOF'
-import json, math, os, re, sys
+import json, os, re, sys
 out, params = sys.argv[1], int(float(sys.argv[2]))
-try:
-    ranks = {r["rank"]: r for r in json.load(open(os.path.join(out, "eval.json"))).get("ranks", [])}
-except (OSError, ValueError):
-    ranks = {}
-print(f"llama3.2-1b ({params:,} parameters), bfloat16 Hugging Face checkpoint imported by 4 fsdp ranks\n")
-try:
-    sampled = json.load(open(os.path.join(out, "sampled.json")))
-except (OSError, ValueError):
-    sampled = {}
-print("| rank | peak RSS MiB (time -v) | (reported) | sampled anon / file MiB | fp32 master shard MiB | ratio | <= 1.5x |")
-print("|---:|---:|---:|---:|---:|---:|:---:|")
+ranks = {r["rank"]: r for r in json.load(open(os.path.join(out, "eval.json")))["ranks"]}
+sampled = json.load(open(os.path.join(out, "sampled.json")))
+print(f"llama3.2-1b ({params:,} parameters), bfloat16 Hugging Face checkpoint in 3 shards imported by 4 fsdp ranks\n")
+print("| rank | fp32 master shard MiB | peak RSS after import MiB | ratio | <= 1.5x | peak RSS of the whole eval MiB "
+      "(time -v) | sampled anon / file MiB |")
+print("|---:|---:|---:|---:|:---:|---:|---:|")
 fails = 0
+mib = lambda b: f"{b / 2**20:,.0f}" if b else "-"
 for r in range(4):
     tv = re.search(r"Maximum resident set size \(kbytes\): (\d+)", open(os.path.join(out, f"time.{r}")).read())
-    rss_tv = int(tv.group(1)) * 1024 if tv else None
-    rss_rep = ranks.get(r, {}).get("peak_rss_bytes")
-    shard = ranks.get(r, {}).get("shard_state_bytes") or math.ceil(params / 4) * 4
-    rss = rss_tv or rss_rep
-    ratio = rss / shard
+    shard, after = ranks[r]["shard_state_bytes"], ranks[r]["peak_rss_after_load_bytes"]
+    ratio = after / shard
     fails += ratio > 1.5
-    mib = lambda b: f"{b / 2**20:,.0f}" if b else "-"
     sm = sampled.get(str(r), {})
-    split = f"{mib(sm.get('RssAnon'))} / {mib(sm.get('RssFile'))}"
-    print(f"| {r} | {mib(rss_tv)} | {mib(rss_rep)} | {split} | {mib(shard)} | {ratio:.2f} | {'pass' if ratio <= 1.5 else 'FAIL'} |")
+    print(f"| {r} | {mib(shard)} | {mib(after)} | {ratio:.2f} | {'pass' if ratio <= 1.5 else 'FAIL'} | "
+          f"{mib(int(tv.group(1)) * 1024)} | {mib(sm.get('RssAnon'))} / {mib(sm.get('RssFile'))} |")
 sys.exit(1 if fails else 0)
 EOF
