@@ -1,25 +1,13 @@
 #!/usr/bin/env bash
-# Creates the project-local virtual environment .venv (ignored by git) with the pinned transformers of
-# scripts/requirements-hf.txt, which tests/hf_conformance.sh checks fedshard's Hugging Face import/export
-# against. Idempotent: installs only when the pinned transformers is missing. Needs no GPU and no nvcc.
+# Puts the pinned transformers of scripts/requirements-hf.txt (with torch and what they need) into the
+# project-local venv: tests/hf_conformance.sh checks fedshard's Hugging Face import/export against it.
+# Idempotent; needs no GPU and no nvcc (the PyPI torch wheel runs on the CPU).
 # Usage: scripts/setup-hf.sh [VENV_DIR]   (default .venv; PYTHON=... picks the interpreter, default python3)
 set -euo pipefail
-die() {
-  echo "setup-hf: error: $*" >&2
-  exit 1
-}
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source scripts/venv_pins.sh
 venv=${1:-.venv}
-req=scripts/requirements-hf.txt
-want=$(sed -n 's/^transformers==//p' "$req")
-python=${PYTHON:-python3}
-
-have() { "$venv/bin/python3" -c 'import transformers; print(transformers.__version__)' 2>/dev/null || true; }
-if [ "$(have)" != "$want" ]; then
-  command -v "$python" >/dev/null 2>&1 || die "$python not found"
-  [ -x "$venv/bin/python3" ] || "$python" -m venv "$venv" || die "cannot create $venv with $python -m venv (Debian: apt-get install python3-venv)"
-  echo "setup-hf: installing transformers $want and torch into $venv (the torch wheel and its NVIDIA libraries are ~4.5 GB)"
-  "$venv/bin/python3" -m pip install -q --disable-pip-version-check -r "$req" || die "pip install -r $req failed"
-  [ "$(have)" = "$want" ] || die "transformers $want still does not import in $venv"
-fi
-echo "setup-hf: $venv has transformers $want"
+install_pins setup-hf "$venv" scripts/requirements-hf.txt
+"$venv/bin/python3" -c 'import torch, transformers, safetensors' 2>/dev/null ||
+  die "torch/transformers/safetensors do not import from $venv"
+echo "setup-hf: $venv has transformers $(sed -n 's/^transformers==//p' scripts/requirements-hf.txt)"
