@@ -55,9 +55,7 @@ Command add_eval(CLI::App& app) {
   Command c;
   c.needs_mpi = true;
   c.app = app.add_subcommand("eval", "Loss and perplexity of a checkpoint or Hugging Face model on a prepared split");
-  c.app->add_option("source", a->source,
-                    "checkpoint directory, run directory (its latest checkpoint) or Hugging Face Llama directory")
-      ->required();
+  add_model_source_option(*c.app, a->source);
   c.app->add_option("--data", a->data, "directory written by fedshard prepare")->required();
   c.app->add_option("--split", a->split, "train | val")->check(CLI::IsMember({"train", "val"}))->capture_default_str();
   c.app->add_option("--seq-len", a->seq_len,

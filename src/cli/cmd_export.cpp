@@ -27,9 +27,7 @@ Command add_export(CLI::App& app) {
   auto a = std::make_shared<Args>();
   Command c;
   c.app = app.add_subcommand("export", "Write a model as a Hugging Face Llama directory");
-  c.app->add_option("source", a->source,
-                    "checkpoint directory, run directory (its latest checkpoint) or Hugging Face Llama directory")
-      ->required();
+  add_model_source_option(*c.app, a->source);
   c.app->add_option("--out", a->out, "output directory")->required();
   c.app->add_option("--format", a->format, "safetensors")->check(CLI::IsMember({"safetensors"}))->capture_default_str();
   c.app->add_option("--dtype", a->dtype, "weights on disk: float32 | bfloat16 | float16")

@@ -48,9 +48,7 @@ Command add_generate(CLI::App& app) {
   auto a = std::make_shared<Args>();
   Command c;
   c.app = app.add_subcommand("generate", "Sample text from a checkpoint or Hugging Face model (KV cache)");
-  c.app->add_option("source", a->source,
-                    "checkpoint directory, run directory (its latest checkpoint) or Hugging Face Llama directory")
-      ->required();
+  add_model_source_option(*c.app, a->source);
   auto* prompt = c.app->add_option("--prompt", a->prompt, "text to continue (encoded after the tokenizer's BOS)");
   auto* ids = c.app->add_option("--prompt-ids", a->prompt_ids, "token ids to continue, e.g. 256,72,101 (BOS not added)");
   prompt->excludes(ids);
@@ -122,6 +120,7 @@ Command add_generate(CLI::App& app) {
       for (size_t i = 0; i < out.size(); ++i) std::cout << (i ? "," : "") << out[i];
       std::cout << "\n";
     }
+    std::cout.flush();  // the text before the timing line
     std::fprintf(stderr, "generated %zu tokens in %.2f s (%.1f tokens/s) from %s\n", out.size(), seconds,
                  static_cast<double>(out.size()) / seconds, source.description.c_str());
     if (!a->json.empty())

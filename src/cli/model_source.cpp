@@ -54,6 +54,12 @@ ModelSource from_hf(const std::string& dir) {
 
 }  // namespace
 
+void add_model_source_option(CLI::App& app, std::string& path) {
+  app.add_option("source", path,
+                 "checkpoint directory, run directory (its latest checkpoint) or Hugging Face Llama directory")
+      ->required();
+}
+
 ModelSource open_model_source(const std::string& path) {
   FS_CHECK(fs::is_directory(path), path, " is not a directory (a checkpoint, a run directory or a Hugging Face ",
            "Llama directory)");

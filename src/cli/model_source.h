@@ -2,6 +2,8 @@
 // checkpoint) or a Hugging Face Llama directory, with the tokenizer that goes with it.
 #pragma once
 
+#include <CLI/CLI.hpp>
+
 #include <memory>
 #include <string>
 
@@ -23,6 +25,9 @@ struct ModelSource {
   int64_t trained_seq_len = 0;  // the checkpoint's data.seq_len; 0 for an HF directory
   model::HfTokenIds ids;        // an HF directory's config.json ids; empty for a checkpoint
 };
+
+// The positional SOURCE argument of those commands.
+void add_model_source_option(CLI::App& app, std::string& path);
 
 // Throws fedshard::Error naming PATH when it is none of the three, or the first problem found in it.
 ModelSource open_model_source(const std::string& path);
