@@ -113,13 +113,24 @@ expect "malformed groups" "expected non-negative integers separated by commas" -
 expect_mpi "resume groups not matching the groups" "train.resume_groups lists 3 group id(s) for 2 group(s)" -- \
   -np 4 "${train[@]}" --strategy fl-fsdp --group-size 2 --set train.resume_groups=0,1,2
 
-# A LibTorch error (an allocation far beyond memory) is its message on one line, without LibTorch's backtrace.
-out=$(timeout 120 "${train[@]}" --batch-size 300000000 2>&1 >/dev/null)
+# A batch far beyond memory is refused by the preflight before any step: one line with the predicted and the
+# available sizes and what would fit, exit 2, no metrics written.
+expect "preflight: batch beyond memory" "MB available" -- "${train[@]}" --batch-size 100000000 --out "$tmp/huge"
+if [ -e "$tmp/huge/metrics.jsonl" ] || ! "${train[@]}" --batch-size 100000000 --out "$tmp/huge" 2>&1 |
+  grep -q "each rank needs about .* MB at its peak .* but has .* MB available .*would fit: --batch-size"; then
+  echo "FAIL preflight: metrics written, or the line lacks the sizes and the batch that fits"
+  fails=$((fails + 1))
+fi
+# With --force the run goes on to LibTorch's own allocation failure: a warning line, then the LibTorch message on
+# one line without its backtrace.
+out=$(timeout 120 "${train[@]}" --batch-size 300000000 --force 2>&1 >/dev/null)
 rc=$?
-if [ "$rc" -eq 3 ] && [ "$(grep -c '^fedshard: rank 0 of 1: .*can.t allocate memory' <<<"$out")" -eq 1 ] && ! grep -q "frame #" <<<"$out"; then
-  echo "ok   LibTorch error without backtrace: $(tail -n 1 <<<"$out")"
+if [ "$rc" -eq 3 ] && [ "$(grep -c '^fedshard: rank 0 of 1: .*can.t allocate memory' <<<"$out")" -eq 1 ] &&
+  [ "$(grep -c '^fedshard: warning: each rank needs about' <<<"$out")" -eq 1 ] &&
+  ! grep -q "frame #" <<<"$out"; then
+  echo "ok   --force, then LibTorch's error without backtrace: $(tail -n 1 <<<"$out")"
 else
-  echo "FAIL LibTorch error without backtrace: rc=$rc"
+  echo "FAIL --force, then LibTorch's error without backtrace: rc=$rc"
   printf '%s\n' "$out" | sed 's/^/    /'
   fails=$((fails + 1))
 fi

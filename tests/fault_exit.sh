@@ -18,7 +18,7 @@ train=(train --model tiny --data "$tmp/corpus" --seq-len 32 --batch-size 2 --ste
 expect_fault() {
   local name=$1 fault=$2 needle=$3 limit=$4
   shift 4
-  local start rc out count elapsed
+  local start rc count elapsed
   start=$(date +%s)
   out=$(FEDSHARD_FAULT=$fault timeout $((limit + 30)) "${mpirun[@]}" -x FEDSHARD_FAULT "$@" 2>&1 >/dev/null)
   rc=$?
@@ -37,6 +37,12 @@ expect_fault "rank 2 throws (fsdp)" throw:2:3 "rank 2 of 4: injected fault" 60 -
 expect_fault "rank 1 throws (hsdp)" throw:1:2 "rank 1 of 4: injected fault" 60 -np 4 "$bin" "${train[@]}" --strategy hsdp --shard-size 2
 expect_fault "rank 1 SIGKILLed (fl-fsdp)" kill:1:3 "exited on signal 9" 60 -np 4 "$bin" "${train[@]}" --strategy fl-fsdp --group-size 2
 expect_fault "NaN loss on rank 3 (ddp)" nan:3:4 "loss is nan at step 4" 60 -np 4 "$bin" "${train[@]}" --strategy ddp
+# LibTorch's own out-of-memory error on one rank: the rank is named, the message is one line (no backtrace).
+expect_fault "rank 1 out of memory (fsdp)" alloc:1:2 "fedshard: rank 1 of 4: " 60 -np 4 "$bin" "${train[@]}" --strategy fsdp
+if grep -q "frame #" <<<"$out" || ! grep -q "rank 1 of 4: .*allocate" <<<"$out"; then
+  echo "FAIL rank 1 out of memory: a backtrace, or no allocation message"
+  fails=$((fails + 1))
+fi
 
 if [ "$fails" -ne 0 ]; then
   echo "$fails fault case(s) failed"

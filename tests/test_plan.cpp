@@ -168,3 +168,49 @@ TEST(CostModel, BadSpecsAreErrors) {
   EXPECT_THROW(run(box(2, 2), one_unit(10), "fl-fsdp:S=3"), Error);
   EXPECT_THROW(plan::cluster_preset("frontier", 1), Error);
 }
+
+// The memory estimate's structure (its figures against measured peaks: bench/memory_estimate.sh, docs/perf.md).
+TEST(MemoryModel, ShardingRecomputationAndSuggestions) {
+  plan::MemoryInputs in;
+  in.model = model::preset("llama3.1-8b");
+  in.batch = 2;
+  in.seq_len = 4096;
+  in.compute_bytes = 2;
+  const auto ddp = plan::estimate_memory(in);
+  // 8,030,261,248 parameters: float32 master, gradient, two AdamW moments.
+  EXPECT_DOUBLE_EQ(ddp.bytes("master"), 4.0 * 8030261248.0);
+  EXPECT_DOUBLE_EQ(ddp.bytes("optimizer"), 8.0 * 8030261248.0);
+  EXPECT_DOUBLE_EQ(ddp.bytes("federation"), 0.0);
+  auto fsdp_in = in;
+  fsdp_in.shard = 8;
+  fsdp_in.recompute = true;
+  const auto fsdp = plan::estimate_memory(fsdp_in);
+  EXPECT_NEAR(fsdp.bytes("master"), ddp.bytes("master") / 8, 8 * 4.0 * 35);  // padding: < 8 elements per unit
+  EXPECT_LT(fsdp.bytes("activations"), ddp.bytes("activations") / 4);  // the head's logits are kept either way
+  EXPECT_LT(fsdp.bytes("gathered"), ddp.bytes("gathered"));  // two blocks, not the whole model
+  // 80 GB: ddp does not fit; the advice names fsdp over the group and a batch that fits, and that batch does.
+  const double gpu = 80e9;
+  ASSERT_GT(ddp.total(), gpu);
+  const auto advice = plan::memory_suggestions(in, gpu, 8);
+  ASSERT_FALSE(advice.empty());
+  EXPECT_NE(advice[0].find("use fsdp"), std::string::npos) << advice[0];
+  auto big = fsdp_in;
+  big.batch = 64;
+  for (const auto& a : plan::memory_suggestions(big, gpu, 8)) {
+    if (a.rfind("--batch-size ", 0) != 0) continue;
+    const int64_t b = std::stoll(a.substr(13));
+    auto fits = big, over = big;
+    fits.batch = b;
+    over.batch = b + 1;
+    EXPECT_LE(plan::estimate_memory(fits).total(), gpu);
+    EXPECT_GT(plan::estimate_memory(over).total(), gpu);
+  }
+  // Federation with Nesterov and int8 compression: 2 + 1 + 2 slices of the shard split over 2 replicas.
+  auto fl = fsdp_in;
+  fl.replicas = 2;
+  fl.federated = true;
+  fl.outer = "nesterov";
+  fl.round_copy = true;
+  fl.residuals = true;
+  EXPECT_DOUBLE_EQ(plan::estimate_memory(fl).bytes("federation"), 5.0 * fsdp.bytes("master") / 2);
+}

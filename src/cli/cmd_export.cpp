@@ -10,6 +10,7 @@
 #include "data/tokenizer.h"
 #include "model/hf_checkpoint.h"
 #include "model/llama.h"
+#include "util/byte_size.h"
 #include "util/error.h"
 #include "util/posix_file.h"
 
@@ -40,7 +41,7 @@ Command add_export(CLI::App& app) {
                     "bytes | tiktoken:FILE (default: the tokenizer of the checkpoint's data directory)");
   c.run = [a] {
     namespace fs = std::filesystem;
-    const int64_t max_shard = model::parse_byte_size(a->max_shard_size);
+    const int64_t max_shard = parse_byte_size(a->max_shard_size);
     const auto source = open_model_source(a->source);
     const auto& cfg = source.config;
     // bos/eos come from the tokenizer, so transformers' generate() starts and stops where training did.

@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "federation/schedule.h"
 #include "plan/cost_model.h"
+#include "util/byte_size.h"
 #include "util/error.h"
 #include "util/int_list.h"
 
@@ -45,7 +46,8 @@ struct PlanArgs {
   std::string groups;
   int64_t batch = 2, seq = 2048;
   std::vector<std::string> links;
-  double flops = 0, mfu = 0, compute_seconds = 0, optimizer_seconds = 0, memory_gb = -1;
+  double flops = 0, mfu = 0, compute_seconds = 0, optimizer_seconds = 0;
+  std::string memory_per_rank;
   std::string overlap = "on";
   int bytes = 2;
   std::string reduce_dtype;
@@ -90,7 +92,7 @@ void print_table(const plan::Cluster& c, const plan::Workload& w, const std::vec
     std::printf("compute: peak %.4g TFLOP/s per rank at MFU %.2f\n", c.peak_flops_per_rank / 1e12, c.mfu);
   std::printf("\n%-26s %-10s %11s %11s %11s %11s %9s %9s %9s %12s %8s %9s\n", "strategy", "G x S, H", "node GB",
               "inter-node", "inter-grp", "i-grp/round", "comm s", "compute s", "step s", "tokens/s", "vs fsdp",
-              "state GB");
+              "memory GB");
   for (const auto& p : plans) {
     const auto layout = cat(p.layout.describe_groups(), ",", p.layout.equal_groups() ? std::to_string(p.layout.shard_size(0))
                                                          : p.layout.shard_spec() == 0 ? "S" : std::to_string(p.layout.shard_spec()));
@@ -98,7 +100,7 @@ void print_table(const plan::Cluster& c, const plan::Workload& w, const std::vec
                 p.spec.label().c_str(), layout.c_str(), gb(p.bytes_per_step[0]), gb(p.bytes_per_step[1]),
                 gb(p.bytes_per_step[2]), gb(p.bytes_per_round[2]), p.step_comm_seconds + p.round_comm_seconds / p.spec.sync_every,
                 p.compute_seconds, p.step_seconds, p.tokens_per_second, p.speedup_vs_fsdp,
-                gb(p.state_bytes_per_rank), p.fits_memory ? "" : "  (exceeds memory)");
+                gb(p.memory.total()), p.fits_memory ? "" : "  (exceeds --memory-per-rank)");
   }
   std::printf("\nbytes: sent per rank (rank 0) per step, aggregation amortized over K; i-grp/round: one aggregation\n");
   for (const auto& p : plans) {
@@ -156,7 +158,8 @@ nlohmann::json to_json(const plan::Cluster& c, const plan::Workload& w, const st
     e["step_s"] = p.step_seconds;
     e["tokens_per_s"] = p.tokens_per_second;
     e["speedup_vs_fsdp"] = p.speedup_vs_fsdp;
-    e["state_bytes_per_rank"] = p.state_bytes_per_rank;
+    e["memory_bytes_per_rank"] = p.memory.total();
+    for (const auto& c : p.memory.components) e["memory_by_component"][c.name] = c.bytes;
     e["fits_memory"] = p.fits_memory;
     j["plans"].push_back(e);
   }
@@ -200,8 +203,8 @@ Command add_plan(CLI::App& app) {
   sub->add_option("--optimizer-seconds", a->optimizer_seconds,
                   "part of --compute-seconds spent in the optimizer step (runs after the reductions)")
       ->check(kNonNegative);
-  sub->add_option("--memory-gb", a->memory_gb, "device memory per rank, GB (flags strategies that do not fit)")
-      ->check(kPositive);
+  sub->add_option("--memory-per-rank", a->memory_per_rank,
+                  "memory per rank, e.g. 80GB (flags strategies whose estimated peak exceeds it)");
   sub->add_option("--overlap", a->overlap, "on: per-step collectives hide behind compute; off: they add")
       ->check(CLI::IsMember({"on", "off"}));
   sub->add_option("--bytes-per-element", a->bytes, "bytes per gathered element (2 = bf16)")
@@ -231,7 +234,8 @@ Command add_plan(CLI::App& app) {
     if (a->ranks_per_node > 0) cluster.ranks_per_node = a->ranks_per_node;
     if (a->flops > 0) cluster.peak_flops_per_rank = a->flops;
     if (a->mfu > 0) cluster.mfu = a->mfu;
-    if (a->memory_gb >= 0) cluster.memory_bytes_per_rank = a->memory_gb * 1e9;
+    if (!a->memory_per_rank.empty())
+      cluster.memory_bytes_per_rank = static_cast<double>(parse_byte_size(a->memory_per_rank));
     for (const auto& l : a->links) {
       const auto eq = l.find('=');
       FS_CHECK(eq != std::string::npos, "--link expects TIER=BANDWIDTH,LATENCY, got '", l, "'");

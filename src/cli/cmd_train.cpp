@@ -70,6 +70,7 @@ Command add_train(CLI::App& app) {
     c.app->add_option(flag, args->named[flag], help + " [" + key + "]")
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   c.app->add_option("--set", args->sets, "KEY=VALUE for any configuration key (repeatable)");
+  c.app->add_flag("--force", "run even when the preflight predicts that a rank will run out of memory [train.force]");
   c.app->add_option("--link", args->links,
                     "TIER=BANDWIDTH,LATENCY: emulate a network tier (node, inter-node, inter-group), e.g. "
                     "--link inter-group=1Gbit/s,500us (repeatable)");
@@ -81,6 +82,7 @@ Command add_train(CLI::App& app) {
     train::Overrides overrides;
     for (const auto& [flag, key, help] : flags())
       if (sub->count(flag) > 0) overrides.push_back({key, args->named.at(flag), flag});
+    if (sub->count("--force") > 0) overrides.push_back({"train.force", "true", "--force"});
     for (const auto& s : args->sets) {
       const auto eq = s.find('=');
       FS_CHECK(eq != std::string::npos && eq > 0, "--set expects KEY=VALUE, got '", s, "'");

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <c10/util/Exception.h>
 
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <vector>
@@ -75,6 +76,9 @@ int main(int argc, char** argv) {
     comm::MpiRuntime::abort(2);
   } catch (const std::exception& e) {
     std::cerr << "fedshard: rank " << rank << " of " << world << ": " << first_line(e) << std::endl;
+    // The whole message, LibTorch's backtrace included, only when asked for.
+    if (const char* debug = std::getenv("FEDSHARD_DEBUG"); debug && std::string(debug) == "1")
+      std::cerr << "fedshard: rank " << rank << " (FEDSHARD_DEBUG=1): " << e.what() << std::endl;
     if (world > 1) comm::MpiRuntime::abort(3);
     return 3;
   }

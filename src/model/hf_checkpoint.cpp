@@ -1,6 +1,5 @@
 #include "model/hf_checkpoint.h"
 
-#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <set>
@@ -156,26 +155,6 @@ HfCheckpoint::HfCheckpoint(const std::string& dir) : dir_(dir) {
 void HfCheckpoint::read(const std::string& name, int64_t begin, at::Tensor dst) const {
   const auto& loc = where_.at(name);
   dst.copy_(loc.file->read_range(loc.hf_name, begin, dst.numel()).view(dst.sizes()));
-}
-
-int64_t parse_byte_size(const std::string& text) {
-  size_t digits = 0;
-  while (digits < text.size() && (std::isdigit(static_cast<unsigned char>(text[digits])) || text[digits] == '.'))
-    ++digits;
-  const std::string unit = text.substr(digits);
-  static const std::map<std::string, double> units = {{"", 1},          {"B", 1},          {"KB", 1e3},
-                                                      {"MB", 1e6},      {"GB", 1e9},       {"TB", 1e12},
-                                                      {"KiB", 1024.0},  {"MiB", 1048576.0}, {"GiB", 1073741824.0}};
-  double value = -1;
-  if (digits > 0) {
-    try {
-      value = std::stod(text.substr(0, digits));
-    } catch (const std::exception&) {
-      value = -1;
-    }
-  }
-  FS_CHECK(value > 0 && units.count(unit), "size '", text, "' is not a positive number of bytes (e.g. 5GB, 500MB, 2GiB)");
-  return static_cast<int64_t>(value * units.at(unit));
 }
 
 std::vector<std::string> write_hf_checkpoint(const std::string& dir, const ModelConfig& cfg,

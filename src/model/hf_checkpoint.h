@@ -62,8 +62,4 @@ std::vector<std::string> write_hf_checkpoint(const std::string& dir, const Model
                                              const std::string& dtype, int64_t max_shard_bytes,
                                              const nlohmann::json& config, const nlohmann::json& generation_config);
 
-// "5GB", "500MB", "20KB", "1GiB", "123" -> bytes (GB = 1e9, as transformers' max_shard_size). Throws
-// fedshard::Error on anything else.
-int64_t parse_byte_size(const std::string& text);
-
 }  // namespace fedshard::model

@@ -328,8 +328,29 @@ StrategyPlan plan_strategy(const Cluster& cluster, const Workload& w, const Stra
       p.step_seconds = inner + round_exposed / k;
     }
   }
-  p.state_bytes_per_rank = 16.0 * shard_total + 2.0 * largest * w.param_bytes;
-  p.fits_memory = cluster.memory_bytes_per_rank <= 0 || p.state_bytes_per_rank <= cluster.memory_bytes_per_rank;
+  if (w.params_override > 0) {
+    // A bare parameter count has no architecture to size activations by: the shard's float32 master,
+    // gradient and AdamW moments, and two gathered units.
+    p.memory.components = {{"state", 16.0 * shard_total}, {"gathered", 2.0 * largest * w.param_bytes}};
+  } else {
+    MemoryInputs m;
+    m.model = w.model;
+    m.shard = H;
+    m.replicas = l.replicas(0);
+    m.batch = w.batch_per_rank;
+    m.seq_len = w.seq_len;
+    m.master_bytes = w.master_bytes;
+    m.compute_bytes = w.param_bytes;
+    m.reduce_bytes = w.reduce_bytes;
+    m.recompute = recompute;
+    m.reshard_after_forward = w.reshard_after_forward;
+    m.federated = s.strategy.federated;
+    m.round_copy = w.compress != "none" || w.round_overlap != "none";
+    m.residuals = w.compress != "none";
+    m.runtime_bytes = 0.5e9;  // the CUDA context of a GPU rank (plans are for GPU clusters)
+    p.memory = estimate_memory(m);
+  }
+  p.fits_memory = cluster.memory_bytes_per_rank <= 0 || p.memory.total() <= cluster.memory_bytes_per_rank;
   return p;
 }
 

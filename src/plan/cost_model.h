@@ -14,6 +14,7 @@
 #include "comm/layout.h"
 #include "model/config.h"
 #include "parallel/strategy.h"
+#include "plan/memory_model.h"
 
 namespace fedshard::plan {
 
@@ -102,7 +103,7 @@ struct StrategyPlan {
   double step_seconds = 0;
   double tokens_per_second = 0;
   double speedup_vs_fsdp = 0;
-  double state_bytes_per_rank = 0;  // fp32 master + grad + AdamW moments of this rank's shard
+  MemoryEstimate memory;  // rank 0's peak, by component (plan/memory_model.h)
   bool fits_memory = true;
 };
 

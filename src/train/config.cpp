@@ -144,6 +144,7 @@ const std::vector<Binding>& bindings() {
       key_binding("train.resume", &TrainConfig::resume, "auto (latest checkpoint of train.out, if any) or a checkpoint directory"),
       key_binding("train.resume_groups", &TrainConfig::resume_groups, "fl-*: ids of the checkpoint's groups that continue, one per group of this run, e.g. 0,2,3 after group 1 was lost (default: the same groups)"),
       key_binding("train.steps", &TrainConfig::steps, "optimizer steps"),
+      key_binding("train.force", &TrainConfig::force, "run even when the preflight predicts that a rank's peak memory exceeds what it can have (a warning instead of the refusal)"),
       key_binding("train.grad_accum", &TrainConfig::grad_accum, "micro-batches of data.batch_size per rank per optimizer step (gradients reduced once per step)"),
       key_binding("train.seed", &TrainConfig::seed, "seed of initialization and data order"),
       key_binding("train.slow", &TrainConfig::slow, "emulated stragglers: RANK=FACTOR,group:G=FACTOR (each named rank's compute takes FACTOR times as long)"),

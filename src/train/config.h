@@ -80,6 +80,7 @@ struct TrainConfig {
   std::string resume;  // "" (fresh run) | auto (RUN_DIR/checkpoints/latest if any) | a checkpoint directory
   std::vector<int> resume_groups;  // ids of this run's groups; resuming onto another layout: which continue
   int64_t steps = 100;
+  bool force = false;  // run even when the preflight predicts the job does not fit in memory
   int64_t grad_accum = 1;  // micro-batches of data.batch_size per rank per optimizer step
   uint64_t seed = 0;
   std::string out = "runs/latest";

@@ -8,6 +8,8 @@
 #include <thread>
 #include <vector>
 
+#include <ATen/ATen.h>
+
 #include "util/error.h"
 
 namespace fedshard::train {
@@ -33,8 +35,9 @@ const FaultPlan& plan() {
     FS_CHECK(parts.size() == 3 || parts.size() == 4, "FEDSHARD_FAULT='", env,
              "' must be ACTION:RANK:STEP[:POINT]");
     f.action = parts[0];
-    FS_CHECK(f.action == "throw" || f.action == "kill" || f.action == "nan" || f.action == "stall",
-             "FEDSHARD_FAULT action '", f.action, "' must be throw, kill, nan or stall");
+    FS_CHECK(f.action == "throw" || f.action == "kill" || f.action == "nan" || f.action == "stall" ||
+                 f.action == "alloc",
+             "FEDSHARD_FAULT action '", f.action, "' must be throw, kill, nan, stall or alloc");
     try {
       f.rank = std::stoi(parts[1]);
       f.step = std::stoll(parts[2]);
@@ -60,6 +63,7 @@ void maybe_inject_fault(FaultPoint point, int rank, int64_t step) {
   const auto& f = plan();
   if (!f.active || f.point != point || f.rank != rank || f.step != step || f.action == "nan") return;
   if (f.action == "kill") std::raise(SIGKILL);
+  if (f.action == "alloc") at::empty({int64_t{1} << 50}, at::kByte);
   if (f.action == "stall") {
     std::this_thread::sleep_for(std::chrono::seconds(60));
     return;

@@ -1,7 +1,7 @@
 // Failure injection for the robustness tests: FEDSHARD_FAULT=ACTION:RANK:STEP[:POINT] makes world rank RANK
 // fail at optimizer step STEP. ACTION: throw (an exception, as a bug would), kill (SIGKILL, as the OOM killer
 // would), nan (the loss becomes NaN), stall (the rank sleeps 60 s, as a hung node would: a test's kill from
-// outside then lands at a known step). POINT: step (default, after backward) or checkpoint (in the middle of
+// outside then lands at a known step), alloc (LibTorch is asked for 2^50 bytes: its own out-of-memory error). POINT: step (default, after backward) or checkpoint (in the middle of
 // writing that step's checkpoint). Unset in normal runs; a malformed value is an error, not ignored.
 #pragma once
 

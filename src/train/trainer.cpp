@@ -22,10 +22,10 @@
 #include "train/evaluator.h"
 #include "train/fault_injection.h"
 #include "train/preemption.h"
+#include "train/preflight.h"
 #include "train/progress.h"
 #include "util/build_info.h"
 #include "util/error.h"
-#include "util/memory.h"
 #include "util/posix_file.h"
 #include "util/safetensors.h"
 
@@ -131,9 +131,15 @@ void choose_group_ids(TrainSetup& s) {
   }
 }
 
+nlohmann::json memory_json(const plan::MemoryEstimate& e) {
+  nlohmann::json j = {{"total", e.total()}};
+  for (const auto& c : e.components) j[c.name] = c.bytes;
+  return j;
+}
+
 // What emulation cannot do, refused before any collective: options whose effect depends on the real groups
-// differing (several virtual groups per rank train in lockstep on one clock), checkpoints (a rank's held
-// groups are not in the checkpoint format), and held groups that would not fit in memory.
+// differing (several virtual groups per rank train in lockstep on one clock) and checkpoints (a rank's held
+// groups are not in the checkpoint format). Whether the held groups fit is the preflight's question.
 void check_emulation(const TrainSetup& s) {
   const auto& cfg = s.cfg;
   const auto& e = s.emulation;
@@ -145,15 +151,6 @@ void check_emulation(const TrainSetup& s) {
              "parallel.emulate = ", cfg.emulate, " holds ", e.groups_per_rank, " groups per rank, trained in turn: ",
              "federation.overlap, compress, round, normalize, eval_group_model and train.slow need one group per rank ",
              "group (run on more ranks, or drop them)");
-    // Each held group keeps a master shard and two AdamW moments; MemAvailable is shared by this host's ranks.
-    const double rank_params = static_cast<double>(s.model.param_count()) / e.real.shard_size(0);
-    const double bytes = 3.0 * rank_params * (cfg.dtype == "float64" ? 8 : 4) * e.groups_per_rank;
-    const int host_ranks = comm::MpiRuntime::get().host_rank_and_size().second;
-    const double available = available_memory_bytes() / host_ranks;
-    FS_CHECK(available <= 0 || bytes < 0.8 * available, "parallel.emulate = ", cfg.emulate, ": each rank holds ",
-             e.groups_per_rank, " groups' master shards and optimizer state, ", static_cast<int64_t>(bytes / 1e6),
-             " MB, but has ", static_cast<int64_t>(available / 1e6), " MB available (",
-             host_ranks, " ranks on this host); use more ranks or a smaller model");
   }
 }
 
@@ -242,6 +239,7 @@ TrainSetup prepare_training(const TrainConfig& cfg, int world_size, int world_ra
   }
   choose_group_ids(s);
   if (hf && !s.resume) s.init_from = hf;
+  s.memory = preflight(s, world_rank);
   return s;
 }
 
@@ -401,7 +399,8 @@ nlohmann::json Trainer::resolved_config() const {
                    {"parameters", s_.model.param_count()},
                    {"vocab_size", s_.model.vocab_size},
                    {"warmup_steps", lr_.warmup},
-                   {"peak_flops_per_rank", peak_flops_}};
+                   {"peak_flops_per_rank", peak_flops_},
+                   {"memory_estimate_bytes", memory_json(s_.memory)}};
   return j;
 }
 

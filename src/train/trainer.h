@@ -17,6 +17,7 @@
 #include "model/hf_checkpoint.h"
 #include "parallel/emulation.h"
 #include "parallel/strategy.h"
+#include "plan/memory_model.h"
 #include "train/checkpoint.h"
 #include "train/config.h"
 #include "train/engine.h"
@@ -41,7 +42,8 @@ struct TrainSetup {
   std::optional<CheckpointMeta> resume;  // checked (files present, checksums) before any collective
   std::vector<int> group_ids;            // stable id of each group of this run
   std::vector<int> continues;            // resuming onto another group layout: checkpoint group per group
-  std::shared_ptr<model::HfCheckpoint> init_from;  // checked HF directory, when initializing from one
+  std::shared_ptr<model::HfCheckpoint> init_from;
+  plan::MemoryEstimate memory;  // this rank's predicted peak (preflight)  // checked HF directory, when initializing from one
 };
 
 TrainSetup prepare_training(const TrainConfig& cfg, int world_size, int world_rank);

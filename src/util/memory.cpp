@@ -1,19 +1,53 @@
 #include "util/memory.h"
 
+#include <sys/statvfs.h>
+
 #include <fstream>
+#include <sstream>
 #include <string>
+
+#ifdef FEDSHARD_CUDA
+#include <cuda_runtime.h>
+#endif
 
 namespace fedshard {
 
-double available_memory_bytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key, unit;
-  double kb = 0;
-  while (in >> key >> kb) {
-    std::getline(in, unit);
-    if (key == "MemAvailable:") return kb * 1024.0;
+namespace {
+
+// The value of KEY (in kB) in a /proc file of "Key: value kB" lines, in bytes.
+double proc_kb(const char* path, const std::string& key) {
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.compare(0, key.size(), key) != 0) continue;
+    std::istringstream fields(line.substr(key.size()));
+    double kb = 0;
+    return fields >> kb ? kb * 1024.0 : 0.0;
   }
   return 0;
+}
+
+}  // namespace
+
+double available_memory_bytes() { return proc_kb("/proc/meminfo", "MemAvailable:"); }
+
+double resident_bytes() { return proc_kb("/proc/self/status", "VmRSS:"); }
+
+double device_free_bytes(int device) {
+#ifdef FEDSHARD_CUDA
+  size_t free = 0, total = 0;
+  if (cudaSetDevice(device) != cudaSuccess || cudaMemGetInfo(&free, &total) != cudaSuccess) return 0;
+  return static_cast<double>(free);
+#else
+  (void)device;
+  return 0;
+#endif
+}
+
+double free_disk_bytes(const std::string& path) {
+  struct statvfs s {};
+  if (statvfs(path.c_str(), &s) != 0) return 0;
+  return static_cast<double>(s.f_bavail) * static_cast<double>(s.f_frsize);
 }
 
 }  // namespace fedshard

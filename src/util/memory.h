@@ -1,9 +1,20 @@
-// What this machine can give a process.
+// What this machine can give a process, and what the process holds.
 #pragma once
+
+#include <string>
 
 namespace fedshard {
 
 // MemAvailable of /proc/meminfo in bytes; 0 where it cannot be read (then callers skip memory checks).
 double available_memory_bytes();
+
+// This process's resident set now (VmRSS), in bytes; 0 where it cannot be read.
+double resident_bytes();
+
+// Free memory of CUDA device `device` (cudaMemGetInfo), in bytes; 0 in a build without CUDA.
+double device_free_bytes(int device);
+
+// Free bytes of the file system holding `path` (statvfs, for an unprivileged user); 0 where it cannot be read.
+double free_disk_bytes(const std::string& path);
 
 }  // namespace fedshard
