@@ -100,7 +100,7 @@ void print_table(const plan::Cluster& c, const plan::Workload& w, const std::vec
                 p.spec.label().c_str(), layout.c_str(), gb(p.bytes_per_step[0]), gb(p.bytes_per_step[1]),
                 gb(p.bytes_per_step[2]), gb(p.bytes_per_round[2]), p.step_comm_seconds + p.round_comm_seconds / p.spec.sync_every,
                 p.compute_seconds, p.step_seconds, p.tokens_per_second, p.speedup_vs_fsdp,
-                gb(p.memory.total()), p.fits_memory ? "" : "  (exceeds --memory-per-rank)");
+                gb(p.memory.total()), p.fits_memory ? "" : "  (exceeds memory per rank)");
   }
   std::printf("\nbytes: sent per rank (rank 0) per step, aggregation amortized over K; i-grp/round: one aggregation\n");
   for (const auto& p : plans) {
