@@ -30,6 +30,11 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv) {
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &world_size_);
+  MPI_Comm local;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank_, MPI_INFO_NULL, &local);
+  MPI_Comm_rank(local, &host_.first);
+  MPI_Comm_size(local, &host_.second);
+  MPI_Comm_free(&local);
   comm_thread_ = std::make_unique<CommThread>();
   federation_thread_ = std::make_unique<CommThread>();
   g_runtime = this;
@@ -45,16 +50,6 @@ MpiRuntime::~MpiRuntime() {
 MpiRuntime& MpiRuntime::get() {
   FS_ASSERT(g_runtime != nullptr, "no MpiRuntime: create one in main()");
   return *g_runtime;
-}
-
-std::pair<int, int> MpiRuntime::host_rank_and_size() const {
-  MPI_Comm local;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank_, MPI_INFO_NULL, &local);
-  int r = 0, n = 1;
-  MPI_Comm_rank(local, &r);
-  MPI_Comm_size(local, &n);
-  MPI_Comm_free(&local);
-  return {r, n};
 }
 
 void MpiRuntime::abort(int code) {

@@ -22,9 +22,9 @@ class MpiRuntime {
   int world_size() const { return world_size_; }
   CommThread& comm_thread(Lane lane) { return lane == Lane::Federation ? *federation_thread_ : *comm_thread_; }
 
-  // This rank's index among the job's ranks on its host, and their number (MPI shared-memory split);
-  // collective over the world.
-  std::pair<int, int> host_rank_and_size() const;
+  // This rank's index among the job's ranks on its host, and their number (MPI shared-memory split, done
+  // once at start-up: local, so a check that one rank fails before calling it cannot leave the others waiting).
+  std::pair<int, int> host_rank_and_size() const { return host_; }
 
   // Ends every rank of the job (MPI_Abort); used when one rank cannot continue.
   [[noreturn]] static void abort(int code);
@@ -32,6 +32,7 @@ class MpiRuntime {
  private:
   int world_rank_ = 0;
   int world_size_ = 1;
+  std::pair<int, int> host_{0, 1};
   std::unique_ptr<CommThread> comm_thread_;
   std::unique_ptr<CommThread> federation_thread_;
 };
