@@ -2,6 +2,7 @@
 // or a Hugging Face directory on a prepared split. Under mpirun the model is sharded over the ranks (FSDP), each
 // rank reading only its slice of the weights.
 #include <ATen/Parallel.h>
+#include <ATen/core/grad_mode.h>
 #include <sys/resource.h>
 
 #include <cmath>
