@@ -23,6 +23,9 @@ expect "unknown preset (info)" "unknown model preset 'llama9'" -- "$bin" info --
 expect "unknown preset (train)" "unknown model preset 'llama9'" -- "${train[@]}" --model llama9
 expect "negative steps" "train.steps must be positive" -- "${train[@]}" --steps -5
 expect "non-numeric steps" "--steps: 'ten' is not an integer" -- "${train[@]}" --steps ten
+expect "profile range reversed" "train.profile_steps '2:1': expected FIRST:LAST with 1 <= FIRST <= LAST" -- \
+  "${train[@]}" --profile-steps 2:1
+expect "profile range past the run" "train.profile_steps '2:3' reaches past train.steps (2)" -- "${train[@]}" --profile-steps 2:3
 expect "unknown flag" "--bogus" -- "${train[@]}" --bogus
 expect "unknown config key" "unknown configuration key 'optim.lrr'" -- "${train[@]}" --set optim.lrr=1
 expect "missing config file" "config file /nonexistent.toml not found" -- "${train[@]}" --config /nonexistent.toml

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One command for the GPU machine (issue "GPU path, part 2"; bench/gpu/README.md says how it is run there):
 # unpack the carried build dependencies, build fedshard's CUDA variant against that machine's PyTorch, run
-# the GPU checks and the GPU benchmark (bench/gpu/gpu_run.py), and write every result into OUT_DIR. Prints
-# each phase's time; the whole script is meant to stay under 9 minutes on 16 cores.
+# the GPU checks and the GPU benchmark (bench/gpu/gpu_run.py). Prints each phase's time. The runs work in
+# WORK; OUT_DIR gets the five files that matter (the device tool returns at most 8): summary.txt, logs.txt
+# (every phase's log), checks.json, bench.json, profiles.txt.
 #
 # Usage: bench/gpu/device-check.sh OUT_DIR
 # Environment (for a dry run on a machine without a GPU, e.g. DEVICE=cpu PHASES="deps configure checks"):
@@ -11,6 +12,7 @@
 #   PYTHON   the python3 whose torch to build against (default python3: /opt/torch/.venv/bin/python3 there)
 #   BIN      an already built fedshard to use instead of the build's
 #   SHAPES   benchmark shapes (default 1b,8b4)
+#   WORK     where the runs go (default /tmp/fedshard-gpu)
 set -uo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$repo"
@@ -23,18 +25,20 @@ build=$repo/build-gpu
 bin=${BIN:-$build/fedshard}
 prefix=/tmp/fedshard-deps
 data=$repo/data/brown
+work=${WORK:-/tmp/fedshard-gpu}
+mkdir -p "$work"
 summary=$out/summary.txt
 : >"$summary"
 
-# phase NAME COMMAND...: runs the command with its output in OUT/NAME.log, prints its time and status.
+# phase NAME COMMAND...: runs the command with its output in WORK/NAME.log, prints its time and status.
 phase() {
   local name=$1 t0 rc
   shift
   t0=$(date +%s.%N)
-  "$@" >"$out/$name.log" 2>&1
+  "$@" >"$work/$name.log" 2>&1
   rc=$?
   printf 'phase %-10s %7.1f s  %s\n' "$name" "$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')" \
-    "$([ "$rc" -eq 0 ] && echo ok || echo "FAILED (exit $rc; $name.log)")" | tee -a "$summary"
+    "$([ "$rc" -eq 0 ] && echo ok || echo "FAILED (exit $rc; logs.txt, ===== $name)")" | tee -a "$summary"
   return "$rc"
 }
 
@@ -75,12 +79,17 @@ for p in $phases; do
     configure) phase configure configure || status=1 ;;
     build) phase build build_fedshard || status=1 ;;
     data) phase data prepare_data || status=1 ;;
-    checks) phase checks "$python" bench/gpu/gpu_run.py checks --bin "$bin" --data "$data" --out "$out/checks" --device "$device" || status=1
-            cat "$out/checks.log" ;;
-    bench) phase bench "$python" bench/gpu/gpu_run.py bench --bin "$bin" --data "$data" --out "$out/bench" --device "$device" --shapes "${SHAPES:-1b,8b4}" || status=1
-           tail -n 8 "$out/bench.log" ;;
+    checks) phase checks "$python" bench/gpu/gpu_run.py checks --bin "$bin" --data "$data" --out "$work/checks" --device "$device" || status=1
+            cp "$work/checks/checks.json" "$out/" 2>/dev/null
+            cat "$work/checks.log" ;;
+    bench) phase bench "$python" bench/gpu/gpu_run.py bench --bin "$bin" --data "$data" --out "$work/bench" --device "$device" --shapes "${SHAPES:-1b,8b4}" || status=1
+           cp "$work/bench/bench.json" "$work/bench/profiles.txt" "$out/" 2>/dev/null
+           tail -n 8 "$work/bench.log" ;;
     *) echo "unknown phase $p"; status=1 ;;
   esac
 done
 if command -v nvidia-smi >/dev/null; then nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv | tee -a "$summary"; fi
+for p in $phases; do
+  [ -f "$work/$p.log" ] && { echo "===== $p"; tail -n 300 "$work/$p.log"; }
+done >"$out/logs.txt"
 exit "$status"

@@ -2,10 +2,12 @@
 
   gpu_run.py checks --bin B --data D --out DIR [--device cuda|cpu]
       correctness: CUDA vs CPU (float32, 20 steps); fsdp/hsdp vs ddp on 2 and 4 ranks sharing the GPU
-      (host-staged MPI); fl-fsdp S=2 K=4: aggregation steps and bytes per tier vs `fedshard plan`; NCCL with
-      one rank. --device cpu runs every comparison on the CPU: a dry run of this script without a GPU.
+      (host-staged MPI); fsdp's peak GPU memory per rank below ddp's on 2 ranks; fl-fsdp S=2 K=4: aggregation
+      steps and bytes per tier vs `fedshard plan`; NCCL with one rank. --device cpu runs every comparison on the CPU: a dry run of this script without a GPU.
   gpu_run.py bench --bin B --data D --out DIR [--device cuda|cpu] [--shapes 1b,8b4]
-      speed: fedshard and the PyTorch peer (eager, torch.compile) on the same shapes, bf16 compute.
+      speed: fedshard and the PyTorch peer (eager, torch.compile) on the same shapes, bf16 compute; then two
+      more steps of fedshard (train.profile_steps) and of the compiled peer (torch.profiler) under the
+      profiler, their tables of ops by self time in DIR/profiles.txt.
 Writes DIR/checks.json or DIR/bench.json and prints a table; exits 1 if a check fails.
 """
 import argparse
@@ -18,13 +20,20 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 MPIRUN = ["mpirun", "--oversubscribe", "--allow-run-as-root", "--bind-to", "none"]
 
 
-def run(cmd, log):
+def run(cmd, log, timeout=150):
+    """Runs cmd with its output in log; a hang costs `timeout` seconds of the GPU lease, not the whole call."""
     with open(log, "w") as f:
         f.write(" ".join(cmd) + "\n")
         f.flush()
-        rc = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT)
+        try:
+            rc = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            subprocess.call(["pkill", "-9", "-f", log.rsplit(".", 1)[0]])
+            raise RuntimeError(f"timed out after {timeout} s: {' '.join(cmd)} (log {log})")
     if rc != 0:
-        raise RuntimeError(f"exit {rc}: {' '.join(cmd)} (log {log})")
+        with open(log) as f:
+            tail = f.read().strip().splitlines()[-1:]
+        raise RuntimeError(f"exit {rc}: {' '.join(cmd)}: {' '.join(tail)}")
 
 
 def metrics(run_dir, kind="step"):
@@ -39,6 +48,15 @@ def train(a, name, ranks=1, extra=(), steps=20):
         "--set", "eval.every=0", "--set", "eval.windows=8", "--set", "train.peak_flops=1e12"] + list(extra)
     run(cmd, run_dir + ".log")
     return metrics(run_dir)
+
+
+def peak_gpu_mib(a, name):
+    """A run's largest per-rank peak of the caching allocator (MiB), and the preflight's estimate without the
+    runtime term (the CUDA context, which the allocator does not see), in MiB."""
+    run_dir = os.path.join(a.out, name)
+    with open(os.path.join(run_dir, "config.json")) as f:
+        estimate = json.load(f)["resolved"]["memory_estimate_bytes"]
+    return metrics(run_dir, "summary")[0].get("peak_gpu_mb_max"), (estimate["total"] - estimate["runtime"]) / 2**20
 
 
 def rel_diff(a_losses, b_losses):
@@ -68,6 +86,12 @@ def checks(a):
                 got = losses(train(a, f"{name}-np{ranks}", ranks, mpi + flags))
                 d = rel_diff(got, ddp)
                 record(f"{name} vs ddp on {ranks} ranks (host-staged mpi)", d <= 1e-4, f"max rel diff {d:.2e}")
+        if a.device == "cuda":
+            (ddp_mib, ddp_est), (fsdp_mib, fsdp_est) = peak_gpu_mib(a, "ddp-np2"), peak_gpu_mib(a, "fsdp-np2")
+            record("fsdp on 2 ranks peaks below ddp on 2 ranks (GPU memory per rank)",
+                   None not in (fsdp_mib, ddp_mib) and fsdp_mib < ddp_mib,
+                   f"peak allocated fsdp {fsdp_mib} MiB vs ddp {ddp_mib} MiB; "
+                   f"preflight estimate fsdp {fsdp_est:.1f} MiB, ddp {ddp_est:.1f} MiB")
         fl = train(a, "fl-fsdp-np4", 4, mpi + ["--strategy", "fl-fsdp", "--group-size", "2", "--sync-every", "4"])
         agg = [s["step"] for s in fl if s["aggregated"]]
         record("fl-fsdp S=2 K=4 aggregates on steps 4, 8, ...", agg == [4, 8, 12, 16, 20], f"aggregated {agg}")
@@ -101,12 +125,14 @@ SHAPES = {  # fedshard flags, peer shape, batch
 
 
 def bench(a):
-    rows = []
+    rows, profiles = [], []
     seq = 2048 if a.device == "cuda" else 64
     for shape in a.shapes.split(","):
         flags, peer_shape, batch = SHAPES[shape]
         run_dir = os.path.join(a.out, f"fedshard-{shape}")
-        cmd = [a.bin, "train", "--config", "configs/demo.toml", "--data", a.data, "--steps", "15", "--out", run_dir,
+        # 15 steps, the first 5 warm-up; steps 16-17 under the profiler, left out of the throughput.
+        cmd = [a.bin, "train", "--config", "configs/demo.toml", "--data", a.data, "--steps", "17", "--out", run_dir,
+               "--profile-steps", "16:17",
                "--batch-size", str(batch), "--seq-len", str(seq), "--strategy", "ddp",
                "--set", f"model.device={a.device}", "--set", "model.compute_dtype=bfloat16",
                "--set", "parallel.activation_checkpointing=off", "--set", "optim.fused=auto",
@@ -114,20 +140,27 @@ def bench(a):
         if shape != "tiny":
             cmd += ["--set", "model.vocab_size=128256"]
         try:
-            run(cmd, run_dir + ".log")
-            steps = metrics(run_dir)[5:]
+            run(cmd, run_dir + ".log", timeout=240)
+            steps = [s for s in metrics(run_dir)[5:] if not s["profiled"]]
             tps = len(steps) / sum(1.0 / s["tok_per_s"] for s in steps)  # tokens per second over the timed steps
             summary = metrics(run_dir, "summary")[0]
             rows.append({"shape": shape, "impl": "fedshard", "tok_per_s": tps, "mfu": sum(s["mfu"] for s in steps) / len(steps),
-                         "peak_memory_gb": summary.get("peak_gpu_mb_max", 0) / 1e3 or None})
+                         "peak_memory_gb": summary.get("peak_gpu_mb_max", 0) * 2**20 / 1e9 or None})
+            with open(os.path.join(run_dir, "profile", "rank0.txt")) as f:
+                profiles.append(f"## fedshard {shape}\n" + f.read())
         except Exception as e:
             rows.append({"shape": shape, "impl": "fedshard", "error": str(e)})
         for compiled in (False, True):
             log = os.path.join(a.out, f"peer-{shape}-{'compile' if compiled else 'eager'}.log")
+            table = os.path.join(a.out, f"peer-{shape}-profile.txt")
             cmd = [sys.executable, os.path.join(HERE, "torch_peer.py"), "--shape", peer_shape, "--batch", str(batch),
-                   "--seq", str(seq), "--device", a.device] + (["--compile"] if compiled else [])
+                   "--seq", str(seq), "--device", a.device] + (
+                ["--compile", "--profile-steps", "2", "--profile-out", table] if compiled else [])
             try:
-                run(cmd, log)
+                run(cmd, log, timeout=300)
+                if compiled:
+                    with open(table) as f:
+                        profiles.append(f"## pytorch-compile {shape}\n" + f.read())
                 with open(log) as f:
                     peer = json.loads([l for l in f if l.startswith("{")][-1])
                 rows.append({"shape": shape, "impl": peer["peer"], "tok_per_s": peer["tok_per_s"], "mfu": peer["mfu"],
@@ -145,6 +178,8 @@ def bench(a):
         print(f"{r['shape']:6} {r['impl']:16} {r['tok_per_s']:10.0f} {r['mfu']:7.3f} {mem:>8} {ratio:>10}")
     with open(os.path.join(a.out, "bench.json"), "w") as f:
         json.dump(rows, f, indent=1)
+    with open(os.path.join(a.out, "profiles.txt"), "w") as f:
+        f.write("\n".join(profiles))
     return all("error" not in r for r in rows)
 
 

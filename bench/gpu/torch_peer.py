@@ -4,6 +4,9 @@ weights, bf16 autocast, fused AdamW, one process on one GPU, eager or torch.comp
 RoPE leaves out Llama 3.1's frequency scaling, which changes the tables' values, not the work.
 
 python3 bench/gpu/torch_peer.py --shape 1b --batch 4 [--compile] [--steps 15] [--device cuda]
+                                [--profile-steps N --profile-out FILE]
+--profile-steps N runs N more steps after the timed ones under torch.profiler and writes its table of ops by
+self time (on the GPU when there is one) to FILE, for comparison with fedshard's train.profile_steps table.
 Shapes: 1b = Llama-3.2-1B with an untied head (1.50 B parameters), 8b4 = Llama-3.1-8B cut to 4 layers,
 tiny = a small shape for a dry run on CPU.
 """
@@ -92,6 +95,8 @@ def main():
     ap.add_argument("--compile", action="store_true")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--peak-flops", type=float, default=989e12, help="bf16 dense peak for MFU")
+    ap.add_argument("--profile-steps", type=int, default=0, help="steps profiled after the timed ones")
+    ap.add_argument("--profile-out", help="file for the profiler's table")
     a = ap.parse_args()
     dim, layers, heads, kv, hidden, vocab, theta = SHAPES[a.shape]
     dev = torch.device(a.device)
@@ -106,19 +111,35 @@ def main():
     tokens = torch.randint(0, vocab, (a.steps, a.batch, a.seq + 1), device=dev)
     if dev.type == "cuda":
         torch.cuda.reset_peak_memory_stats(dev)
-    times = []
-    for s in range(a.steps):
-        t0 = time.perf_counter()
+    def step(s):
         with torch.autocast(dev.type, dtype=torch.bfloat16):
-            logits = step_fn(tokens[s, :, :-1])
-        loss = F.cross_entropy(logits.float().view(-1, vocab), tokens[s, :, 1:].reshape(-1))
+            logits = step_fn(tokens[s % a.steps, :, :-1])
+        loss = F.cross_entropy(logits.float().view(-1, vocab), tokens[s % a.steps, :, 1:].reshape(-1))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
-        loss_value = loss.item()  # one host sync per step, as fedshard's log line
+        return loss.item()  # one host sync per step, as fedshard's log line
+
+    times = []
+    for s in range(a.steps):
+        t0 = time.perf_counter()
+        loss_value = step(s)
         times.append(time.perf_counter() - t0)
     timed = times[a.warmup:]
+    if a.profile_steps > 0:
+        activities = [torch.profiler.ProfilerActivity.CPU] + (
+            [torch.profiler.ProfilerActivity.CUDA] if dev.type == "cuda" else [])
+        t0 = time.perf_counter()
+        with torch.profiler.profile(activities=activities) as prof:
+            for s in range(a.profile_steps):
+                step(s)
+        wall_ms = (time.perf_counter() - t0) * 1e3
+        sort = "self_cuda_time_total" if dev.type == "cuda" else "self_cpu_time_total"
+        with open(a.profile_out, "w") as f:
+            f.write(f"# {'pytorch-compile' if a.compile else 'pytorch-eager'} {a.shape}: {a.profile_steps} profiled "
+                    f"steps, {wall_ms:.3f} ms of wall time\n")
+            f.write(prof.key_averages().table(sort_by=sort, row_limit=25) + "\n")
     tok_per_s = a.batch * a.seq * len(timed) / sum(timed)
     flops = 3.0 * forward_flops_per_token(dim, layers, heads, kv, hidden, vocab, a.seq)
     out = {

@@ -47,6 +47,7 @@ const std::vector<std::tuple<std::string, std::string, std::string>>& flags() {
       {"--resume", "train.resume", "auto (latest checkpoint of --out, if any) or a checkpoint directory"},
       {"--init-from", "model.init_from", "Hugging Face Llama directory to initialize from"},
       {"--checkpoint-every", "checkpoint.every", "steps between checkpoints (0: at the end only)"},
+      {"--profile-steps", "train.profile_steps", "FIRST:LAST: profile these steps into RUN/profile/"},
   };
   return f;
 }

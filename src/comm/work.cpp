@@ -1,5 +1,7 @@
 #include "comm/work.h"
 
+#include <ATen/record_function.h>
+
 #include <thread>
 
 #include "comm/ledger.h"
@@ -8,6 +10,8 @@
 namespace fedshard::comm {
 
 void Work::wait() {
+  // train.profile_steps shows the host's blocked time as this op (it is no LibTorch op of its own).
+  RECORD_FUNCTION("fedshard::comm_wait", std::vector<c10::IValue>());
   const auto start = Clock::now();
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] { return finished_; });

@@ -9,6 +9,7 @@
 
 #include "comm/link_emulation.h"
 #include "federation/schedule.h"
+#include "train/step_profiler.h"
 #include "util/error.h"
 #include "util/int_list.h"
 
@@ -147,6 +148,7 @@ const std::vector<Binding>& bindings() {
       key_binding("train.force", &TrainConfig::force, "run even when the preflight predicts that a rank's peak memory exceeds what it can have (a warning instead of the refusal)"),
       key_binding("train.grad_accum", &TrainConfig::grad_accum, "micro-batches of data.batch_size per rank per optimizer step (gradients reduced once per step)"),
       key_binding("train.seed", &TrainConfig::seed, "seed of initialization and data order"),
+      key_binding("train.profile_steps", &TrainConfig::profile_steps, "FIRST:LAST: profile these steps on every rank into RUN/profile/ (an op table by self time; a Chrome trace where LibTorch has Kineto); empty = off"),
       key_binding("train.slow", &TrainConfig::slow, "emulated stragglers: RANK=FACTOR,group:G=FACTOR (each named rank's compute takes FACTOR times as long)"),
       key_binding("train.out", &TrainConfig::out, "run directory"),
       key_binding("train.log_every", &TrainConfig::log_every, "steps between metrics lines"),
@@ -230,6 +232,8 @@ void validate(const TrainConfig& c) {
   FS_CHECK(c.checkpoint_keep >= 1, "checkpoint.keep must be at least 1");
   FS_CHECK(c.peak_flops >= 0, "train.peak_flops must not be negative");
   FS_CHECK(!c.out.empty(), "train.out must not be empty");
+  FS_CHECK(parse_profile_steps(c.profile_steps).last <= c.steps, "train.profile_steps '", c.profile_steps,
+           "' reaches past train.steps (", c.steps, ")");
   for (const auto* link : {&c.link_node, &c.link_inter_node, &c.link_inter_group})
     if (!link->empty()) comm::parse_link_spec(*link);
 }

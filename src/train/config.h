@@ -87,6 +87,7 @@ struct TrainConfig {
   int64_t log_every = 1;
   double peak_flops = 0;  // per rank, for MFU; 0: measure a float32 matmul at start-up
   bool defer_host_sync = true;  // loss and grad norm stay on the device until the step's log line
+  std::string profile_steps;  // "A:B": LibTorch's profiler over steps A..B (train/step_profiler.h); "" = off
   std::string slow;  // emulated stragglers: RANK=FACTOR,group:G=FACTOR (parallel/slow_ranks.h)
 
   nlohmann::json to_json() const;

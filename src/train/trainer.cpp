@@ -26,6 +26,7 @@
 #include "train/progress.h"
 #include "util/build_info.h"
 #include "util/error.h"
+#include "util/memory.h"
 #include "util/posix_file.h"
 #include "util/safetensors.h"
 
@@ -253,6 +254,7 @@ struct Trainer::StepResult {
   double seconds = 0;
   double optimizer_seconds = 0;
   double round_seconds = 0;  // the training thread's wait in the federation round's calls
+  bool profiled = false;        // train.profile_steps: the profiler's overhead is in `seconds`
   federation::Agreement round;  // when aggregated
   comm::LedgerSnapshot comm;
 };
@@ -284,6 +286,8 @@ Trainer::Trainer(TrainSetup setup) : s_(std::move(setup)) {
   peak_flops_ = cfg.peak_flops > 0 ? cfg.peak_flops : measure_matmul_flops(sharded_->options().device);
   resolved_ = resolved_config();
   open_run_files();
+  if (const auto range = parse_profile_steps(cfg.profile_steps); range.first > 0)
+    profiler_.emplace(range, cfg.out, topo_->world_rank(), sharded_->options().device);
 }
 
 at::Device Trainer::place_rank() {
@@ -626,7 +630,8 @@ void Trainer::log_step(const StepResult& r) {
                   {"bytes", bytes},
                   {"tok_per_s", tok_per_s},
                   {"mfu", mfu},
-                  {"aggregated", r.aggregated}});
+                  {"aggregated", r.aggregated},
+                  {"profiled", r.profiled}});
 }
 
 void Trainer::log_eval(int64_t step, const std::string& model_kind, comm::Communicator& comm) {
@@ -663,11 +668,13 @@ TrainSummary Trainer::run() {
   const bool timed = rounds_ && rounds_->timed();
   int64_t last_step = cfg.steps;
   for (int64_t step = start_step_; step <= cfg.steps; ++step) {
-    const StepResult r = train_step(step);
+    if (profiler_) profiler_->before_step(step);
+    StepResult r = train_step(step);
+    r.profiled = profiler_ && profiler_->after_step(step);
     // Time-based rounds end the job at the round where the first group reaches train.steps.
     const bool last = timed ? r.aggregated && r.round.any.last : step == cfg.steps;
     for (comm::Tier t : comm::kTiers) step_bytes_[static_cast<int>(t)] += r.comm.sent_bytes(t);
-    if (step > start_step_) {  // the first step includes one-time allocation and warm-up
+    if (step > start_step_ && !r.profiled) {  // the first step includes one-time allocation and warm-up
       step_seconds_sum_ += r.seconds;
       ++timed_steps_;
     }
@@ -712,6 +719,7 @@ TrainSummary Trainer::run() {
     }
     if (r.stop) {
       progress.finish();
+      if (profiler_) profiler_->finish();
       if (rank0) {
         metrics_.write({{"type", "preempted"}, {"step", step}, {"signal", preemption_signal()}});
         std::fprintf(stderr, "fedshard: preempted: stopped after step %lld %s; exit %d (requeue)\n",
@@ -729,16 +737,20 @@ TrainSummary Trainer::run() {
     }
   }
   progress.finish();
+  if (profiler_) profiler_->finish();
 
   const double wall = std::chrono::duration<double>(Clock::now() - start).count();
   const auto comm_total = comm::Ledger::instance().snapshot() - comm_start;
-  // Peak memory of every rank, for the memory comparison between strategies.
-  auto rss = at::zeros({topo_->layout().world()}, at::TensorOptions().dtype(at::kDouble).device(sharded_->options().device));
-  rss[topo_->world_rank()] = peak_rss_mb();
-  topo_->world().all_reduce(rss, comm::ReduceOp::Sum, comm::Traffic::Control)->wait();
-  rss = rss.to(at::kCPU);
+  // Peak memory of every rank (host RSS, and the caching allocator's peak on a GPU), for the memory
+  // comparison between strategies.
+  const at::Device device = sharded_->options().device;
+  auto peaks = at::zeros({topo_->layout().world(), 2}, at::TensorOptions().dtype(at::kDouble).device(device));
+  peaks[topo_->world_rank()][0] = peak_rss_mb();
+  if (device.is_cuda()) peaks[topo_->world_rank()][1] = device_peak_allocated_bytes(device.index()) / (1024.0 * 1024.0);
+  topo_->world().all_reduce(peaks, comm::ReduceOp::Sum, comm::Traffic::Control)->wait();
+  peaks = peaks.to(at::kCPU);
   // What each rank's training steps sent per tier: groups of different sizes send different amounts.
-  auto sent = at::zeros({topo_->layout().world(), comm::kNumTiers}, rss.options().device(sharded_->options().device));
+  auto sent = at::zeros({topo_->layout().world(), comm::kNumTiers}, peaks.options().device(device));
   for (comm::Tier t : comm::kTiers) sent[topo_->world_rank()][static_cast<int>(t)] = step_bytes_[static_cast<int>(t)];
   topo_->world().all_reduce(sent, comm::ReduceOp::Sum, comm::Traffic::Control)->wait();
   sent = sent.to(at::kCPU);
@@ -760,14 +772,18 @@ TrainSummary Trainer::run() {
     for (const auto& [name, t] : comm_total.by_comm)
       by_comm[name] = {{"sent_bytes", t.sent_bytes}, {"formula_bytes", t.formula_bytes}, {"calls", t.calls},
                        {"seconds", t.seconds}};
-    std::vector<double> rss_v(rss.data_ptr<double>(), rss.data_ptr<double>() + rss.numel());
+    const auto per_rank = [&](int column) {
+      const at::Tensor c = peaks.select(1, column).contiguous();
+      return std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
+    };
+    const std::vector<double> rss_v = per_rank(0);
     nlohmann::json sent_by_rank = nlohmann::json::array();
     for (int r = 0; r < topo_->layout().world(); ++r) {
       nlohmann::json b;
       for (comm::Tier t : comm::kTiers) b[comm::tier_metric_key(t)] = sent[r][static_cast<int>(t)].item<double>();
       sent_by_rank.push_back(b);
     }
-    metrics_.write({{"type", "summary"},
+    nlohmann::json summary_record = {{"type", "summary"},
                     {"strategy", s_.strategy.name()},
                     {"world", s_.emulation.virtual_layout.world()},
                     {"group_size", resolved_["resolved"]["group_size"]},
@@ -790,7 +806,13 @@ TrainSummary Trainer::run() {
                     {"peak_rss_mb", rss_v},
                     {"peak_rss_mb_max", *std::max_element(rss_v.begin(), rss_v.end())},
                     {"peak_flops_per_rank", peak_flops_},
-                    {"link_emulation", link_summary()}});
+                    {"link_emulation", link_summary()}};
+    if (device.is_cuda()) {
+      const std::vector<double> gpu_v = per_rank(1);
+      summary_record["peak_gpu_mb"] = gpu_v;
+      summary_record["peak_gpu_mb_max"] = *std::max_element(gpu_v.begin(), gpu_v.end());
+    }
+    metrics_.write(summary_record);
   }
   return summary;
 }

@@ -24,6 +24,7 @@
 #include "train/group_states.h"
 #include "train/lr_schedule.h"
 #include "train/metrics.h"
+#include "train/step_profiler.h"
 
 namespace fedshard::train {
 
@@ -97,6 +98,7 @@ class Trainer {
   std::vector<std::shared_ptr<data::WindowSampler>> samplers_;
   std::vector<std::vector<int>> readers_;
   std::optional<GroupStates> held_;  // several groups per rank (parallel.emulate)
+  std::optional<StepProfiler> profiler_;  // train.profile_steps
   LrSchedule lr_;
   MetricsLog metrics_;
   double peak_flops_ = 0;

@@ -7,6 +7,7 @@
 #include <string>
 
 #ifdef FEDSHARD_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <cuda_runtime.h>
 #endif
 
@@ -38,6 +39,16 @@ double device_free_bytes(int device) {
   size_t free = 0, total = 0;
   if (cudaSetDevice(device) != cudaSuccess || cudaMemGetInfo(&free, &total) != cudaSuccess) return 0;
   return static_cast<double>(free);
+#else
+  (void)device;
+  return 0;
+#endif
+}
+
+double device_peak_allocated_bytes(int device) {
+#ifdef FEDSHARD_CUDA
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device));
+  return static_cast<double>(stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak);
 #else
   (void)device;
   return 0;
