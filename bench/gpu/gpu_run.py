@@ -146,10 +146,10 @@ def bench(a):
             summary = metrics(run_dir, "summary")[0]
             rows.append({"shape": shape, "impl": "fedshard", "tok_per_s": tps, "mfu": sum(s["mfu"] for s in steps) / len(steps),
                          "peak_memory_gb": summary.get("peak_gpu_mb_max", 0) * 2**20 / 1e9 or None})
-            with open(os.path.join(run_dir, "profile", "rank0.txt")) as f:
-                profiles.append(f"## fedshard {shape}\n" + f.read())
         except Exception as e:
             rows.append({"shape": shape, "impl": "fedshard", "error": str(e)})
+        table = os.path.join(run_dir, "profile", "rank0.txt")
+        profiles.append(f"## fedshard {shape}\n" + (open(table).read() if os.path.exists(table) else "# no profile table\n"))
         for compiled in (False, True):
             log = os.path.join(a.out, f"peer-{shape}-{'compile' if compiled else 'eager'}.log")
             table = os.path.join(a.out, f"peer-{shape}-profile.txt")
@@ -158,15 +158,15 @@ def bench(a):
                 ["--compile", "--profile-steps", "2", "--profile-out", table] if compiled else [])
             try:
                 run(cmd, log, timeout=300)
-                if compiled:
-                    with open(table) as f:
-                        profiles.append(f"## pytorch-compile {shape}\n" + f.read())
                 with open(log) as f:
                     peer = json.loads([l for l in f if l.startswith("{")][-1])
                 rows.append({"shape": shape, "impl": peer["peer"], "tok_per_s": peer["tok_per_s"], "mfu": peer["mfu"],
                              "peak_memory_gb": peer["peak_memory_gb"]})
             except Exception as e:
                 rows.append({"shape": shape, "impl": "pytorch-compile" if compiled else "pytorch-eager", "error": str(e)})
+            if compiled:
+                profiles.append(f"## pytorch-compile {shape}\n" +
+                                (open(table).read() if os.path.exists(table) else "# no profile table\n"))
     print(f"{'shape':6} {'implementation':16} {'tok/s':>10} {'MFU':>7} {'peak GB':>8} {'vs compile':>10}")
     for r in rows:
         if "error" in r:

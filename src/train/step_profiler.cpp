@@ -150,12 +150,21 @@ StepProfiler::~StepProfiler() {
 
 void StepProfiler::before_step(int64_t step) {
   // A run resumed inside the range profiles the rest of it.
-  if (active_ || done_ || step < range_.first || step > range_.last) return;
+  if (active_ || tried_ || step < range_.first || step > range_.last) return;
+  tried_ = true;  // one attempt per run: a profiler that cannot start is reported once
   const impl::ProfilerConfig config(impl::ProfilerState::KINETO);
   std::set<impl::ActivityType> activities{impl::ActivityType::CPU};
   if (device_.is_cuda()) activities.insert(impl::ActivityType::CUDA);
-  profiler::prepareProfiler(config, activities);
-  profiler::enableProfiler(config, activities);
+  try {
+    profiler::prepareProfiler(config, activities);
+    profiler::enableProfiler(config, activities);
+  } catch (const c10::Error& e) {
+    // A profiler that cannot run here (no CUPTI for the GPU's activities) costs the profile, not the run.
+    std::fprintf(stderr, "fedshard: warning: rank %d: the profiler did not start (%s); steps %lld-%lld run unprofiled\n",
+                 rank_, e.what_without_backtrace(), static_cast<long long>(range_.first),
+                 static_cast<long long>(range_.last));
+    return;
+  }
   active_ = true;
   start_ = std::chrono::steady_clock::now();
 }
@@ -179,7 +188,6 @@ void StepProfiler::stop() {
   const double wall_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start_).count();
   const auto result = profiler::disableProfiler();
   active_ = false;
-  done_ = true;
   std::vector<Span> spans;
   for (const auto& e : result->events()) spans.push_back(span_of(e));
   const std::string dir = out_dir_ + "/profile";

@@ -41,7 +41,7 @@ class StepProfiler {
   int rank_;
   c10::Device device_;
   bool active_ = false;
-  bool done_ = false;
+  bool tried_ = false;
   int64_t steps_ = 0;
   std::chrono::steady_clock::time_point start_;
 };
