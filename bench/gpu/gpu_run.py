@@ -7,7 +7,8 @@
   gpu_run.py bench --bin B --data D --out DIR [--device cuda|cpu] [--shapes 1b,8b4]
       speed: fedshard and the PyTorch peer (eager, torch.compile) on the same shapes, bf16 compute; then two
       more steps of fedshard (train.profile_steps) and of the compiled peer (torch.profiler) under the
-      profiler, their tables of ops by self time in DIR/profiles.txt.
+      profiler: DIR/profiles.txt, the time by category from both traces side by side (trace_summary.py),
+      then each one's table of ops by self time.
 Writes DIR/checks.json or DIR/bench.json and prints a table; exits 1 if a check fails.
 """
 import argparse
@@ -15,6 +16,8 @@ import json
 import os
 import subprocess
 import sys
+
+import trace_summary
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MPIRUN = ["mpirun", "--oversubscribe", "--allow-run-as-root", "--bind-to", "none"]
@@ -150,12 +153,15 @@ def bench(a):
             rows.append({"shape": shape, "impl": "fedshard", "error": str(e)})
         table = os.path.join(run_dir, "profile", "rank0.txt")
         profiles.append(f"## fedshard {shape}\n" + (open(table).read() if os.path.exists(table) else "# no profile table\n"))
+        traces = [("fedshard", os.path.join(run_dir, "profile", "trace-rank0.json")),
+                  ("pytorch-compile", os.path.join(a.out, f"peer-{shape}-trace.json"))]
         for compiled in (False, True):
             log = os.path.join(a.out, f"peer-{shape}-{'compile' if compiled else 'eager'}.log")
             table = os.path.join(a.out, f"peer-{shape}-profile.txt")
             cmd = [sys.executable, os.path.join(HERE, "torch_peer.py"), "--shape", peer_shape, "--batch", str(batch),
                    "--seq", str(seq), "--device", a.device] + (
-                ["--compile", "--profile-steps", "2", "--profile-out", table] if compiled else [])
+                ["--compile", "--profile-steps", "2", "--profile-out", table, "--profile-trace", traces[1][1]]
+                if compiled else [])
             try:
                 run(cmd, log, timeout=300)
                 with open(log) as f:
@@ -167,6 +173,11 @@ def bench(a):
             if compiled:
                 profiles.append(f"## pytorch-compile {shape}\n" +
                                 (open(table).read() if os.path.exists(table) else "# no profile table\n"))
+        try:
+            profiles.insert(0, f"## where the time goes, {shape} (bench/gpu/trace_summary.py)\n" +
+                            trace_summary.table(traces) + "\n")
+        except (OSError, ValueError, KeyError, SystemExit) as e:
+            profiles.insert(0, f"## where the time goes, {shape}: no summary ({e})\n")
     print(f"{'shape':6} {'implementation':16} {'tok/s':>10} {'MFU':>7} {'peak GB':>8} {'vs compile':>10}")
     for r in rows:
         if "error" in r:

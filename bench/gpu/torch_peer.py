@@ -4,9 +4,10 @@ weights, bf16 autocast, fused AdamW, one process on one GPU, eager or torch.comp
 RoPE leaves out Llama 3.1's frequency scaling, which changes the tables' values, not the work.
 
 python3 bench/gpu/torch_peer.py --shape 1b --batch 4 [--compile] [--steps 15] [--device cuda]
-                                [--profile-steps N --profile-out FILE]
+                                [--profile-steps N --profile-out FILE [--profile-trace TRACE.json]]
 --profile-steps N runs N more steps after the timed ones under torch.profiler and writes its table of ops by
-self time (on the GPU when there is one) to FILE, for comparison with fedshard's train.profile_steps table.
+self time (on the GPU when there is one) to FILE, and its Chrome trace to TRACE.json, for comparison with
+fedshard's train.profile_steps (bench/gpu/trace_summary.py reads both traces).
 Shapes: 1b = Llama-3.2-1B with an untied head (1.50 B parameters), 8b4 = Llama-3.1-8B cut to 4 layers,
 tiny = a small shape for a dry run on CPU.
 """
@@ -97,6 +98,7 @@ def main():
     ap.add_argument("--peak-flops", type=float, default=989e12, help="bf16 dense peak for MFU")
     ap.add_argument("--profile-steps", type=int, default=0, help="steps profiled after the timed ones")
     ap.add_argument("--profile-out", help="file for the profiler's table")
+    ap.add_argument("--profile-trace", help="file for the profiler's Chrome trace")
     a = ap.parse_args()
     dim, layers, heads, kv, hidden, vocab, theta = SHAPES[a.shape]
     dev = torch.device(a.device)
@@ -154,6 +156,8 @@ def profile(a, step, dev):
             for s in range(a.profile_steps):
                 step(s)
         wall_ms = (time.perf_counter() - t0) * 1e3
+        if a.profile_trace:
+            prof.export_chrome_trace(a.profile_trace)
         sort = "self_cuda_time_total" if dev.type == "cuda" else "self_cpu_time_total"
         text = (f"# {'pytorch-compile' if a.compile else 'pytorch-eager'} {a.shape}: {a.profile_steps} profiled "
                 f"steps, {wall_ms:.3f} ms of wall time\n" + prof.key_averages().table(sort_by=sort, row_limit=25))
