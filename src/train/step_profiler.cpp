@@ -26,6 +26,16 @@ namespace {
 
 constexpr size_t kRowsPerDevice = 25;
 
+// The profiled window starts and ends with the device idle: kernels queued before it (or still running at
+// its end) would otherwise land in the wrong window.
+void sync_device(c10::Device device) {
+#ifdef FEDSHARD_CUDA
+  if (device.is_cuda()) cudaDeviceSynchronize();
+#else
+  (void)device;
+#endif
+}
+
 struct Span {
   std::string name;
   bool on_gpu = false;
@@ -166,6 +176,7 @@ void StepProfiler::before_step(int64_t step) {
     return;
   }
   active_ = true;
+  sync_device(device_);
   start_ = std::chrono::steady_clock::now();
 }
 
@@ -181,10 +192,7 @@ void StepProfiler::finish() {
 }
 
 void StepProfiler::stop() {
-#ifdef FEDSHARD_CUDA
-  // The steps' kernels belong to the profiled time: wait for them before the clock and the profiler stop.
-  if (device_.is_cuda()) cudaDeviceSynchronize();
-#endif
+  sync_device(device_);
   const double wall_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start_).count();
   const auto result = profiler::disableProfiler();
   active_ = false;
@@ -194,8 +202,10 @@ void StepProfiler::stop() {
   std::filesystem::create_directories(dir);
   const std::string table_path = cat(dir, "/rank", rank_, ".txt");
   write_file_atomically(table_path, table(spans, rank_, range_, steps_, wall_us));
+  const std::string trace_path = cat(dir, "/trace-rank", rank_, ".json");
   try {
-    result->save(cat(dir, "/trace-rank", rank_, ".json"));
+    result->save(trace_path + ".tmp");  // renamed into place whole, as every file of a run
+    rename_file(trace_path + ".tmp", trace_path);
   } catch (const c10::Error& e) {
     // Only a LibTorch built with Kineto writes traces (Debian's 1.13 is not); the table above stands alone.
     if (rank_ == 0)
