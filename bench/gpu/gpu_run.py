@@ -14,6 +14,7 @@ Writes DIR/checks.json or DIR/bench.json and prints a table; exits 1 if a check 
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -128,11 +129,18 @@ SHAPES = {  # fedshard flags, peer shape, batch
 
 
 def bench(a):
-    rows, profiles = [], []
+    rows, summaries, profiles = [], [], []
     seq = 2048 if a.device == "cuda" else 64
     for shape in a.shapes.split(","):
         flags, peer_shape, batch = SHAPES[shape]
         run_dir = os.path.join(a.out, f"fedshard-{shape}")
+        peer_table = os.path.join(a.out, f"peer-{shape}-profile.txt")
+        traces = [("fedshard", os.path.join(run_dir, "profile", "trace-rank0.json")),
+                  ("pytorch-compile", os.path.join(a.out, f"peer-{shape}-trace.json"))]
+        shutil.rmtree(run_dir, ignore_errors=True)  # nothing of an earlier run may pass for this one's
+        for stale in (peer_table, traces[1][1]):
+            if os.path.exists(stale):
+                os.remove(stale)
         # 15 steps, the first 5 warm-up; steps 16-17 under the profiler, left out of the throughput.
         cmd = [a.bin, "train", "--config", "configs/demo.toml", "--data", a.data, "--steps", "17", "--out", run_dir,
                "--profile-steps", "16:17",
@@ -153,14 +161,11 @@ def bench(a):
             rows.append({"shape": shape, "impl": "fedshard", "error": str(e)})
         table = os.path.join(run_dir, "profile", "rank0.txt")
         profiles.append(f"## fedshard {shape}\n" + (open(table).read() if os.path.exists(table) else "# no profile table\n"))
-        traces = [("fedshard", os.path.join(run_dir, "profile", "trace-rank0.json")),
-                  ("pytorch-compile", os.path.join(a.out, f"peer-{shape}-trace.json"))]
         for compiled in (False, True):
             log = os.path.join(a.out, f"peer-{shape}-{'compile' if compiled else 'eager'}.log")
-            table = os.path.join(a.out, f"peer-{shape}-profile.txt")
             cmd = [sys.executable, os.path.join(HERE, "torch_peer.py"), "--shape", peer_shape, "--batch", str(batch),
                    "--seq", str(seq), "--device", a.device] + (
-                ["--compile", "--profile-steps", "2", "--profile-out", table, "--profile-trace", traces[1][1]]
+                ["--compile", "--profile-steps", "2", "--profile-out", peer_table, "--profile-trace", traces[1][1]]
                 if compiled else [])
             try:
                 run(cmd, log, timeout=300)
@@ -172,12 +177,12 @@ def bench(a):
                 rows.append({"shape": shape, "impl": "pytorch-compile" if compiled else "pytorch-eager", "error": str(e)})
             if compiled:
                 profiles.append(f"## pytorch-compile {shape}\n" +
-                                (open(table).read() if os.path.exists(table) else "# no profile table\n"))
+                                (open(peer_table).read() if os.path.exists(peer_table) else "# no profile table\n"))
         try:
-            profiles.insert(0, f"## where the time goes, {shape} (bench/gpu/trace_summary.py)\n" +
-                            trace_summary.table(traces) + "\n")
+            summaries.append(f"## where the time goes, {shape} (bench/gpu/trace_summary.py)\n" +
+                             trace_summary.table(traces) + "\n")
         except (OSError, ValueError, KeyError, SystemExit) as e:
-            profiles.insert(0, f"## where the time goes, {shape}: no summary ({e})\n")
+            summaries.append(f"## where the time goes, {shape}: no summary ({e})\n")
     print(f"{'shape':6} {'implementation':16} {'tok/s':>10} {'MFU':>7} {'peak GB':>8} {'vs compile':>10}")
     for r in rows:
         if "error" in r:
@@ -190,7 +195,7 @@ def bench(a):
     with open(os.path.join(a.out, "bench.json"), "w") as f:
         json.dump(rows, f, indent=1)
     with open(os.path.join(a.out, "profiles.txt"), "w") as f:
-        f.write("\n".join(profiles))
+        f.write("\n".join(summaries + profiles))
     return all("error" not in r for r in rows)
 
 
