@@ -32,6 +32,8 @@ def run(cmd, log, timeout=150):
         try:
             rc = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=timeout)
         except subprocess.TimeoutExpired:
+            # A killed mpirun leaves its ranks holding the GPU; they are found by the run directory
+            # (LOG minus .log) on their command line.
             subprocess.call(["pkill", "-9", "-f", log.rsplit(".", 1)[0]])
             raise RuntimeError(f"timed out after {timeout} s: {' '.join(cmd)} (log {log})")
     if rc != 0:
