@@ -18,19 +18,32 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <vector>
 
 #include "comm/communicator.h"
 
 namespace fedshard::comm {
 
-// The rank's one comm stream, shared by all its NCCL communicators.
+// The rank's one comm stream, shared by all its NCCL communicators, and the completion events of their
+// collectives. A collective's handle may be dropped by its caller before the collective ends, so the host
+// function that completes it may drop the last reference: CUDA forbids CUDA calls in a host function, so an
+// event is handed back to this pool (a mutex and a vector) and destroyed only with the pool. The pool dies
+// after the last communicator, which synchronizes the stream first, so no host function still runs then.
 struct CommStream {
   explicit CommStream(int device);
   ~CommStream();
   CommStream(const CommStream&) = delete;
   CommStream& operator=(const CommStream&) = delete;
+  cudaEvent_t take_event();            // a free event, or a new one (host thread only)
+  void give_back(cudaEvent_t event);   // no CUDA call: safe inside a host function
   int device;
   cudaStream_t stream = nullptr;
+
+ private:
+  std::mutex mu_;
+  std::vector<cudaEvent_t> free_;
+  std::vector<cudaEvent_t> all_;
 };
 
 class NcclCommunicator : public Communicator {

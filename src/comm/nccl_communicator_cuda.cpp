@@ -41,11 +41,11 @@ void check_buffer(const at::Tensor& t) {
 // blocks only when asked to (barriers) or when the tier is link-emulated (the hold is a host-side clock).
 class NcclWork : public Work {
  public:
-  NcclWork(std::string what, int device, bool host_blocking) : Work(std::move(what)), device_(device),
-                                                                host_blocking_(host_blocking) {
-    cuda_check(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
-  }
-  ~NcclWork() override { cudaEventDestroy(done_); }
+  NcclWork(std::string what, std::shared_ptr<CommStream> stream, bool host_blocking)
+      : Work(std::move(what)), stream_(std::move(stream)), done_(stream_->take_event()),
+        host_blocking_(host_blocking) {}
+  // Possibly inside complete(), the comm stream's host function: no CUDA call here (CommStream's pool).
+  ~NcclWork() override { stream_->give_back(done_); }
   cudaEvent_t event() const { return done_; }
 
   void wait() override {
@@ -53,17 +53,18 @@ class NcclWork : public Work {
       Work::wait();
       return;
     }
-    cuda_check(cudaStreamWaitEvent(c10::cuda::getCurrentCUDAStream(device_).stream(), done_, 0),
+    cuda_check(cudaStreamWaitEvent(c10::cuda::getCurrentCUDAStream(stream_->device).stream(), done_, 0),
                "cudaStreamWaitEvent");
   }
 
  private:
+  std::shared_ptr<CommStream> stream_;
   cudaEvent_t done_ = nullptr;
-  int device_;
   bool host_blocking_;
 };
 
-// Completion on the comm stream: finish the handle, account the bytes. Host functions must not call CUDA.
+// Completion on the comm stream: finish the handle, account the bytes. Host functions must not call CUDA: if
+// this holds the handle's last reference, its event goes back to the CommStream's pool, not to CUDA.
 struct Completion {
   WorkHandle work;
   std::string comm;
@@ -93,7 +94,29 @@ CommStream::CommStream(int dev) : device(dev) {
 
 CommStream::~CommStream() {
   cudaStreamSynchronize(stream);
+  for (cudaEvent_t e : all_) cudaEventDestroy(e);
   cudaStreamDestroy(stream);
+}
+
+cudaEvent_t CommStream::take_event() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!free_.empty()) {
+      const cudaEvent_t e = free_.back();
+      free_.pop_back();
+      return e;
+    }
+  }
+  cudaEvent_t e = nullptr;
+  cuda_check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  std::lock_guard<std::mutex> lock(mu_);
+  all_.push_back(e);
+  return e;
+}
+
+void CommStream::give_back(cudaEvent_t event) {
+  std::lock_guard<std::mutex> lock(mu_);
+  free_.push_back(event);
 }
 
 NcclCommunicator::NcclCommunicator(MPI_Comm comm, std::string name, Tier tier, int device)
@@ -134,7 +157,7 @@ WorkHandle NcclCommunicator::launch(Collective c, const std::vector<at::Tensor>&
                                     Traffic k, bool host_blocking, const std::function<ncclResult_t(cudaStream_t)>& op) {
   const int device = stream_->device;
   const cudaStream_t comm_stream = stream_->stream;
-  auto work = std::make_shared<NcclWork>(describe(c, buffers.front()), device,
+  auto work = std::make_shared<NcclWork>(describe(c, buffers.front()), stream_,
                                          host_blocking || LinkEmulator::instance().link(tier()).has_value());
   // The comm stream starts after everything queued so far on the caller's stream (the buffers' producers).
   cuda_check(cudaEventRecord(ready_, c10::cuda::getCurrentCUDAStream(device).stream()), "cudaEventRecord");
