@@ -2,7 +2,7 @@
 # Bad inputs to the real binary: each must end with ONE stderr line naming the problem and a non-zero exit,
 # never a hang or a crash. Usage: cli_errors.sh FEDSHARD_BINARY
 set -u
-bin=$1
+bin=$(realpath "$1")  # the cases below run it from other directories
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 source "$(dirname "${BASH_SOURCE[0]}")/expect.sh"
@@ -67,6 +67,14 @@ expect "negative round time" "T of seconds:T must be a positive number of second
   "${train[@]}" --strategy fl-ddp --round seconds:-1
 expect "K given twice" "federation.round = 'steps:4' disagrees with parallel.sync_every = 8" -- \
   "${train[@]}" --strategy fl-ddp --round steps:4
+expect "emulated clock without time-based rounds" "federation.clock = emulated:0.1 measures the steps of time-based rounds" -- \
+  "${train[@]}" --strategy fl-ddp --set federation.clock=emulated:0.1
+expect "malformed clock" "federation.clock must be wall or emulated:SECONDS" -- \
+  "${train[@]}" --strategy fl-ddp --round seconds:1 --set federation.clock=emulated:fast
+expect "overlap under nccl" "federation.overlap = delayed needs a federation lane of its own, which the nccl backend" -- \
+  "${train[@]}" --strategy fl-fsdp --overlap delayed --set parallel.backend=nccl --set model.device=cuda
+expect "malformed fault plan" "FEDSHARD_FAULT action 'melt' must be throw, kill, nan, inf, stall or alloc" -- \
+  env FEDSHARD_FAULT=stall:0:3,melt:1:2 "${train[@]}"
 expect "slow rank outside the world" "--slow item '9=2': no rank 9 (the world has 1)" -- "${train[@]}" --slow 9=2
 expect "slow factor below 1" "the factor must be at least 1" -- "${train[@]}" --slow group:0=0.5
 expect "plan: sync every 0 steps" "--sync-every" -- "$bin" plan --paper --sync-every 0
@@ -81,14 +89,16 @@ expect "plan: zero batch" "--batch" -- "$bin" plan --paper --batch 0
 expect "report: not a run dir" "no metrics.jsonl in $tmp" -- "$bin" report "$tmp" --out "$tmp/rep"
 expect "export: not a checkpoint" "neither a checkpoint, a run directory" -- "$bin" export "$tmp" --out "$tmp/exp"
 
-# Multi-rank start-up errors: every rank finds them, the lowest failing rank alone reports (mpirun adds
-# its own banner lines, so here only the fedshard lines are counted).
+# Multi-rank start-up errors: every rank finds them, the lowest failing rank alone reports. Each rank's output
+# is read from its own file (mpirun --output-filename): mpirun's banner cannot land inside a rank's line.
+mpi_n=0
 expect_mpi() {
-  local name=$1 needle=$2
+  local name=$1 needle=$2 dir="$tmp/mpi-out.$((mpi_n += 1))"
   shift 3
   local out rc n
-  out=$(timeout 120 mpirun --oversubscribe --allow-run-as-root "$@" 2>&1 >/dev/null)
+  timeout 120 mpirun --oversubscribe --allow-run-as-root --output-filename "$dir:nocopy" "$@" >/dev/null 2>&1
   rc=$?
+  out=$(cat "$dir"/1/rank.*/stderr 2>/dev/null)
   n=$(printf '%s\n' "$out" | grep -c "fedshard: error")
   if [ "$rc" -eq 0 ] || [ "$rc" -ge 124 ] || [ "$n" -ne 1 ] || [[ "$out" != *"$needle"* ]]; then
     echo "FAIL $name: rc=$rc, $n error line(s)"
@@ -221,6 +231,23 @@ expect "export: bad shard size" "size '5XB' is not a positive number of bytes" -
 expect "generate: no prompt" "generate needs --prompt TEXT or --prompt-ids IDS" -- "$bin" generate "$tmp/hf"
 expect "generate: prompt id outside the vocabulary" "token 999 is outside the vocabulary of 258" -- \
   "$bin" generate "$tmp/hf" --prompt-ids 256,999
+
+# A run directory used from elsewhere: trained with a relative data path, sampled from / (the checkpoint carries
+# its tokenizer); a checkpoint of an older release (no tokenizer, the data path as given) says why it has none.
+(cd "$tmp" && "$bin" train --model tiny --data corpus --seq-len 32 --batch-size 2 --steps 2 --out rel-run >/dev/null 2>&1) \
+  || { echo "FAIL: train with a relative data path"; fails=$((fails + 1)); }
+if out=$(cd / && "$bin" generate "$tmp/rel-run" --prompt "The " --max-new-tokens 4 2>&1); then
+  echo "ok   generate on a run directory from another directory: $(grep -m1 generated <<<"$out")"
+else
+  echo "FAIL generate on a run directory from another directory:"
+  printf '%s\n' "$out" | sed 's/^/    /'
+  fails=$((fails + 1))
+fi
+old_meta="$tmp/rel-run/checkpoints/step-00000002/meta.json"
+edit_json "$old_meta" 'del j["tokenizer"]; del j["config"]["resolved"]["data_dir"]'
+expect "generate: an older checkpoint whose relative data path is not found from here" \
+  "does not say which tokenizer it uses and its data directory corpus (relative to the run's start directory) is not found" \
+  -- bash -c "cd / && '$bin' generate '$tmp/rel-run' --prompt x"
 
 if [ "$fails" -ne 0 ]; then
   echo "$fails bad-input case(s) failed"

@@ -24,8 +24,14 @@ same_losses() {  # NAME RUN REF
 run() {  # NP OUT ARGS... (exit status returned)
   local np=$1 out=$2
   shift 2
-  timeout 180 "${mpi[@]}" ${FEDSHARD_FAULT:+-x FEDSHARD_FAULT} -np "$np" "$bin" "${base[@]}" --out "$out" "$@" >"$out.log" 2>&1
+  # mpirun's own messages go to OUT.log, each rank's to its own file (off the run's file system, which may be
+  # full), where no other process writes into its lines; rank_errors OUT reads them.
+  rm -rf "$(ranks_of "$out")"
+  timeout 180 "${mpi[@]}" ${FEDSHARD_FAULT:+-x FEDSHARD_FAULT} -np "$np" --output-filename "$(ranks_of "$out"):nocopy" \
+    "$bin" "${base[@]}" --out "$out" "$@" >"$out.log" 2>&1
 }
+ranks_of() { echo "$tmp/ranks/${1//\//_}"; }
+rank_errors() { cat "$(ranks_of "$1")"/1/rank.*/stderr 2>/dev/null | grep "fedshard: error"; }
 
 # Uninterrupted references.
 mkdir -p "$tmp/runs"
@@ -73,7 +79,8 @@ same_losses "fl-hsdp killed mid-round, resume" "$tmp/runs/fl" "$tmp/runs/ref-fl"
 
 # 4b. Relaxed rounds killed the same way; the step-6 checkpoint holds a round in flight (begun at step 4 under
 # delayed, at step 6 under streaming:2), saved with its outcome and applied after the resume where it would
-# have been. Each mode once: delayed + int8 (error feedback residuals) + nesterov, streaming + bf16.
+# have been. Each mode once: delayed + int8 (error feedback residuals) + nesterov, streaming + bf16, and with
+# federation.inner_state = average and reset.
 relaxed() {  # NAME ARGS...
   local name=$1
   shift
@@ -88,10 +95,13 @@ relaxed() {  # NAME ARGS...
 relaxed delayed-int8 --strategy fl-fsdp --group-size 2 --overlap delayed --compress int8 \
   --set federation.outer_optimizer=nesterov --set federation.outer_lr=0.7
 relaxed streaming-bf16 --strategy fl-ddp --group-size 2 --overlap streaming:2 --compress bf16
+# The round in flight also carries its weight, which finish() averages the inner optimizer state with.
+relaxed delayed-average --strategy fl-fsdp --group-size 2 --overlap delayed --set federation.inner_state=average
+relaxed streaming-reset --strategy fl-ddp --group-size 2 --overlap streaming:2 --set federation.inner_state=reset
 run 4 "$tmp/runs/no-overlap" --strategy fl-fsdp --group-size 2 --sync-every 4 \
   --resume "$tmp/runs/delayed-int8/checkpoints/step-00000006" && fail "round in flight resumed without overlap"
-[ "$(grep -c "fedshard: error" "$tmp/runs/no-overlap.log")" = 1 ] && grep -q "holds a federation round in flight" "$tmp/runs/no-overlap.log" \
-  && ok "a round in flight resumed with overlap none: $(grep -m1 -o 'holds a federation round in flight[^;]*' "$tmp/runs/no-overlap.log")" \
+[ "$(rank_errors "$tmp/runs/no-overlap" | grep -c .)" = 1 ] && rank_errors "$tmp/runs/no-overlap" | grep -q "holds a federation round in flight" \
+  && ok "a round in flight resumed with overlap none: $(rank_errors "$tmp/runs/no-overlap" | grep -o 'holds a federation round in flight[^;]*')" \
   || fail "a round in flight resumed with overlap none: no clear error"
 
 # 5. Topology-changing resume: the fsdp checkpoint of 4 ranks (step 8) continued by fl-hsdp on 8 ranks.
@@ -103,7 +113,7 @@ run 8 "$tmp/runs/reshaped" --strategy fl-hsdp --group-size 4 --shard-size 2 --sy
 # 6. NaN loss: clear message, the last good checkpoint intact and usable.
 FEDSHARD_FAULT=nan:0:6 run 4 "$tmp/runs/nan" --strategy fsdp \
   && fail "NaN run exited 0"
-grep -q "loss is nan at step 6" "$tmp/runs/nan.log" && [ "$(cat "$tmp/runs/nan/checkpoints/latest")" = step-00000004 ] \
+rank_errors "$tmp/runs/nan" | grep -q "loss is nan at step 6" && [ "$(cat "$tmp/runs/nan/checkpoints/latest")" = step-00000004 ] \
   && run 4 "$tmp/runs/nan" --strategy fsdp --resume auto \
   && ok "NaN at step 6: stopped with the message, resumed from the intact step-4 checkpoint" || fail "NaN handling"
 
@@ -114,7 +124,7 @@ if mount -t tmpfs -o size=2600k tmpfs "$tmp/small" 2>/dev/null; then
   run 4 "$tmp/small/run" --strategy fsdp --steps 4 || fail "run before the full disk"
   sum4=$(cat "$tmp/small/run/checkpoints/step-00000004"/* | md5sum)
   run 4 "$tmp/small/run" --strategy fsdp --resume auto && fail "full disk: exit 0"
-  msg=$(grep -m1 "checkpoint at step 8 failed" "$tmp/small/run.log")
+  msg=$(rank_errors "$tmp/small/run" | grep -m1 "checkpoint at step 8 failed")
   [ -n "$msg" ] && [ "$(cat "$tmp/small/run/checkpoints/step-00000004"/* | md5sum)" = "$sum4" ] \
     && [ "$(cat "$tmp/small/run/checkpoints/latest")" = step-00000004 ] && [ ! -e "$tmp/small/run/checkpoints/.tmp-step-00000008" ] \
     && ok "full disk: '${msg#*error on }' and step 4 untouched" || { fail "full disk"; tail -3 "$tmp/small/run.log"; }
@@ -131,9 +141,9 @@ corrupt() {  # NAME NEEDLE SETUP [EXTRA TRAIN ARGS]
   eval "$setup"
   run 4 "$tmp/runs/c" --strategy fsdp --resume auto "$@" && { fail "$name: accepted"; return; }
   local line
-  line=$(grep -m1 "fedshard: error" "$tmp/runs/c.log")
-  [[ "$line" == *"$needle"* ]] && [ "$(grep -c "fedshard: error" "$tmp/runs/c.log")" -eq 1 ] && ok "$name: $line" \
-    || { fail "$name"; sed 's/^/    /' "$tmp/runs/c.log" | head -5; }
+  line=$(rank_errors "$tmp/runs/c")
+  [[ "$line" == *"$needle"* ]] && [ "$(grep -c . <<<"$line")" -eq 1 ] && ok "$name: $line" \
+    || { fail "$name"; printf '%s\n' "$line" | sed 's/^/    /' | head -5; }
 }
 # The reference's last checkpoint is step 12 = --steps: point `latest` at step 8 so a resume has work left.
 echo step-00000008 > "$tmp/runs/ref/checkpoints/latest"

@@ -161,6 +161,72 @@ TEST(Checkpoint, SurvivingGroupsContinueTheirOwnStateOnAnotherLayout) {
   EXPECT_FALSE(at::equal(params[0], params[2]));
 }
 
+// A checkpoint of two groups with a delayed round in flight (and int8 residuals), resumed onto another
+// layout: the round is applied at the resume by the delayed rule, which the original engine's own finish()
+// gives as the reference (checked against a float64 reference in test_relaxed_rounds). Merged into one fsdp
+// model: the groups' size-weighted mean of their post-round models. Continued per group ({3, 1}: each
+// checkpoint group by one group of another size): each its own post-round model, no round left in flight,
+// the residuals of averaged chunks neither lost nor doubled.
+TEST(Checkpoint, RoundInFlightIsAppliedWhenTheLayoutChanges) {
+  if (world_size() != 4) GTEST_SKIP() << "needs 4 ranks";
+  const auto cfg = reference::tiny_config();
+  const auto dir = fresh("inflight");
+  federation::FederationOptions fed;
+  fed.overlap = true;
+  fed.compress = "int8";
+  fed.compress_block = 8;
+  fixture::Engine a(cfg, {2, 0, 0}, f64(), "adamw", /*federated=*/true, fed);  // fl-fsdp, 2 groups of 2
+  std::vector<size_t> all(a.sharded->units().size());
+  for (size_t u = 0; u < all.size(); ++u) all[u] = u;
+  train_steps(a, 2);
+  a.aggregator->begin(all, 1.0, federation::Vote{});
+  train_steps(a, 1, 3);  // progress while the round is in flight: the groups differ from what they sent
+  auto config = config_json("fl-fsdp");
+  config["federation"]["compress"] = "int8";
+  train::save_checkpoint(dir.string(), 1, {3, 1, 1, {0, 1}}, config, cfg, *a.topo, *a.sharded, *a.optimizer,
+                         a.aggregator.get());
+  const auto meta = train::load_checkpoint_meta(dir.string() + "/checkpoints/step-00000003", cfg, true, world_rank());
+  ASSERT_EQ(meta.round_in_flight.size(), all.size());
+  auto world_sum = [&](at::Tensor t) {
+    a.topo->world().all_reduce(t, comm::ReduceOp::Sum, comm::Traffic::Control)->wait();
+    return t;
+  };
+  auto residual_sum = [&](federation::Aggregator& agg, const char* name) {
+    double sum = 0;
+    for (const auto& st : agg.state()) sum += st.at(name).sum().item<double>();
+    return world_sum(at::full({1}, sum, at::kDouble)).item<double>();
+  };
+  const double owned_before = residual_sum(*a.aggregator, "mean_residual");
+  a.aggregator->finish();  // the reference: the round applied where it stood
+  const auto mine = a.sharded->full_parameters();
+  std::map<std::string, at::Tensor> mean;  // the two groups' mean (equal sizes)
+  for (const auto& [name, t] : mine) {
+    auto both = at::empty({2 * t.numel()}, t.options());
+    a.topo->segments().front().comm->all_gather(t.reshape({-1}).contiguous(), both)->wait();
+    mean[name] = both.view({2, t.numel()}).mean(0).view(t.sizes());
+  }
+  std::vector<at::Tensor> everyone_parts;
+  for (const auto& [name, t] : mine) everyone_parts.push_back(t.reshape({-1}));
+  auto everyone = at::empty({world_size() * at::cat(everyone_parts).numel()}, at::kDouble);
+  a.topo->world().all_gather(at::cat(everyone_parts), everyone, comm::Traffic::Control)->wait();
+  everyone = everyone.view({world_size(), -1});
+
+  fixture::Engine merged(cfg, {0, 0, 0}, f64());
+  train::restore_checkpoint(meta, *merged.topo, "fsdp", *merged.sharded, *merged.optimizer, nullptr);
+  EXPECT_LE(fixture::max_abs_diff(merged.sharded->full_parameters(), mean), 1e-15) << "merged onto one model";
+
+  fixture::Engine b(cfg, comm::Layout({3, 1}, 0), f64(), "adamw", /*federated=*/true, fed);
+  train::restore_checkpoint(meta, *b.topo, "fl-fsdp", *b.sharded, *b.optimizer, b.aggregator.get(), {0, 1});
+  EXPECT_FALSE(b.aggregator->in_flight());
+  std::vector<at::Tensor> parts;
+  for (const auto& [name, t] : b.sharded->full_parameters()) parts.push_back(t.reshape({-1}));
+  const int from = meta.layout.first_rank(b.topo->coords().group);
+  EXPECT_LE((at::cat(parts) - everyone[from]).abs().max().item<double>(), 1e-15) << "continued per group";
+  EXPECT_NEAR(residual_sum(*b.aggregator, "mean_residual"), owned_before, 1e-12);
+  EXPECT_NE(owned_before, 0.0) << "int8 left no residual to carry, so nothing was tested";
+  train_steps(b, 1, 4);
+}
+
 TEST(Checkpoint, HuggingFaceExportImportRoundTrip) {
   const auto cfg = reference::tiny_config();
   const auto dir = fresh("hf");

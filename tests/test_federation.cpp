@@ -215,9 +215,9 @@ TEST(Federation, InterGroupBytesPerAggregationMatchTheFormula) {
     EXPECT_NEAR(inter_group * R, whole_shards, 1e-6) << c.name;
     const double replica_gather = d.by_comm.count("replica") ? d.by_comm.at("replica").sent_bytes : 0.0;
     EXPECT_NEAR(replica_gather, (R - 1) / R * psi_b / H, 1e-6) << c.name;
-    // Control: the weight, the votes, two FedNova sums, the launch's tokens and every group's step: 8 + G
-    // doubles over the rank's one segment.
-    EXPECT_NEAR(d.at(comm::Tier::InterGroup, comm::Traffic::Control).sent_bytes, 2.0 * (G - 1) / G * (8.0 + G) * 8, 1e-9);
+    // Control: the weight, the votes, two FedNova sums, the launch's tokens, every group's step and flags:
+    // 8 + 2G doubles over the rank's one segment.
+    EXPECT_NEAR(d.at(comm::Tier::InterGroup, comm::Traffic::Control).sent_bytes, 2.0 * (G - 1) / G * (8.0 + 2 * G) * 8, 1e-9);
   }
 }
 

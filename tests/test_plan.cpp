@@ -96,9 +96,10 @@ TEST(CostModel, AlphaBetaTimesAndStepTime) {
   w.compute_seconds = 0.010;
   const auto p = run(c, w, "fsdp");
   // Per step: 2 all-gathers + 1 reduce-scatter of 16 MB over 4 ranks on the node link (3 ring steps each),
-  // plus the 8-byte gradient norm and the 24-byte loss + stop flag + time-up all-reduces (6 ring steps each).
+  // plus the 8-byte gradient norm and the 32-byte loss + stop flag + time-up + non-finite all-reduces (6 ring
+  // steps each).
   const double one = 3 * 2e-6 + 0.75 * 16e6 / 100e9;
-  const double control = 6 * 2e-6 + 2 * 0.75 * 8 / 100e9 + 6 * 2e-6 + 2 * 0.75 * 24 / 100e9;
+  const double control = 6 * 2e-6 + 2 * 0.75 * 8 / 100e9 + 6 * 2e-6 + 2 * 0.75 * 32 / 100e9;
   EXPECT_NEAR(p.step_comm_seconds, 3 * one + control, 1e-12);
   // One unit leaves nothing to overlap: the schedule is gather, forward, gather, recompute + backward,
   // reduce-scatter, control, with or without overlap.

@@ -3,7 +3,9 @@
   gpu_run.py checks --bin B --data D --out DIR [--device cuda|cpu]
       correctness: CUDA vs CPU (float32, 20 steps); fsdp/hsdp vs ddp on 2 and 4 ranks sharing the GPU
       (host-staged MPI); fsdp's peak GPU memory per rank below ddp's on 2 ranks; fl-fsdp S=2 K=4: aggregation
-      steps and bytes per tier vs `fedshard plan`; NCCL with one rank. --device cpu runs every comparison on the CPU: a dry run of this script without a GPU.
+      steps and bytes per tier vs `fedshard plan`; NCCL with one rank (60 steps of handles dropped before their
+      collectives end); defer_host_sync and pin_memory change no loss; NCCL refusals in one line (two ranks on
+      one GPU, federation.overlap). --device cpu runs every comparison on the CPU: a dry run without a GPU.
   gpu_run.py bench --bin B --data D --out DIR [--device cuda|cpu] [--shapes 1b,8b4]
       speed: fedshard and the PyTorch peer (eager, torch.compile) on the same shapes, bf16 compute; then two
       more steps of fedshard (train.profile_steps) and of the compiled peer (torch.profiler) under the
@@ -40,6 +42,28 @@ def run(cmd, log, timeout=150):
         with open(log) as f:
             tail = f.read().strip().splitlines()[-1:]
         raise RuntimeError(f"exit {rc}: {' '.join(cmd)}: {' '.join(tail)}")
+
+
+def refused(a, name, ranks, extra):
+    """Runs a train command that must be refused: its exit status and the ranks' `fedshard: error` lines, read
+    from each rank's own output file (no other process writes there)."""
+    run_dir = os.path.join(a.out, name)
+    ranks_dir = run_dir + ".ranks"
+    shutil.rmtree(ranks_dir, ignore_errors=True)
+    cmd = MPIRUN + ["-np", str(ranks), "--output-filename", ranks_dir + ":nocopy", a.bin, "train", "--config",
+                    "configs/demo.toml", "--data", a.data, "--steps", "2", "--out", run_dir] + list(extra)
+    try:
+        rc = subprocess.call(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+    except subprocess.TimeoutExpired:
+        subprocess.call(["pkill", "-9", "-f", run_dir])
+        return 124, ["timed out"]
+    errors = []
+    for root, _, files in os.walk(ranks_dir):
+        for f in files:
+            if f == "stderr":
+                with open(os.path.join(root, f)) as fh:
+                    errors += [l.strip() for l in fh if "fedshard: error" in l]
+    return rc, errors
 
 
 def metrics(run_dir, kind="step"):
@@ -113,9 +137,29 @@ def checks(a):
                 worst = max(worst, abs(s["bytes"][tier] - want))
         record("fl-fsdp bytes per tier equal fedshard plan's", worst < 1e-3, f"max |measured - plan| {worst:.3g} B")
         if a.device == "cuda":
-            nccl = losses(train(a, "nccl-np1", 1, dev + ["--set", "parallel.backend=nccl", "--strategy", "fsdp"]))
-            d = rel_diff(nccl, one)
-            record("nccl world of one: fsdp trains and matches", d <= 1e-4 and nccl[-1] < nccl[0], f"max rel diff {d:.2e}")
+            # Every collective's handle is dropped by the trainer right after its wait(), before the collective
+            # ends: the NCCL completion callback then drops the last reference (its event must go back to the
+            # CommStream's pool, not to cudaEventDestroy inside a host function). 60 steps of it.
+            nccl = losses(train(a, "nccl-np1", 1, dev + ["--set", "parallel.backend=nccl", "--strategy", "fsdp"], steps=60))
+            d = rel_diff(nccl[:20], one)
+            record("nccl world of one: fsdp trains 60 steps and matches", d <= 1e-4 and nccl[-1] < nccl[0],
+                   f"max rel diff {d:.2e} over 20 steps")
+            # The speed switches move a host sync and a copy, not arithmetic: identical losses on the GPU.
+            plain = losses(train(a, "switches-off", 1, mpi + ["--set", "train.defer_host_sync=false",
+                                                               "--set", "data.pin_memory=false"]))
+            switched = losses(train(a, "switches-on", 1, mpi + ["--set", "train.defer_host_sync=true",
+                                                                 "--set", "data.pin_memory=true"]))
+            record("defer_host_sync and pin_memory change no loss", plain == switched, f"{len(plain)} losses compared")
+            # Two ranks on the one GPU with NCCL: refused in the start-up consensus (one line, exit 2), not a hang
+            # of the rank that passed the check while the other left.
+            rc, errors = refused(a, "nccl-np2", 2, dev + ["--set", "parallel.backend=nccl"])
+            record("nccl with 2 ranks on one GPU: one error line, exit 2", rc == 2 and len(errors) == 1
+                   and "NCCL needs one rank per GPU" in errors[0], f"exit {rc}: {errors}")
+            # No lane for overlapped rounds under NCCL yet: refused in one line.
+            rc, errors = refused(a, "nccl-overlap", 1, dev + ["--set", "parallel.backend=nccl", "--strategy", "fl-fsdp",
+                                                              "--overlap", "delayed"])
+            record("nccl with federation.overlap: refused in one line", rc == 2 and len(errors) == 1
+                   and "federation lane" in errors[0], f"exit {rc}: {errors}")
     except Exception as e:  # a failed run is a failed check, reported with its log
         record("runs", False, str(e))
     with open(os.path.join(a.out, "checks.json"), "w") as f:

@@ -26,10 +26,20 @@ ModelSource from_checkpoint(const std::string& dir) {
   };
   const auto data = meta.config.at("data");
   s.trained_seq_len = data.at("seq_len").get<int64_t>();
-  // The data directory may have moved since training; then the caller names the tokenizer.
-  const auto data_dir = data.at("dir").get<std::string>();
-  if (fs::exists(fs::path(data_dir) / data::Manifest::kFileName))
+  if (!meta.tokenizer.empty()) {
+    s.tokenizer = meta.tokenizer;  // carried by the checkpoint, file paths absolute
+    return s;
+  }
+  // Older checkpoints name only the data directory, as the run was given it (resolved since).
+  const auto& resolved = meta.config.value("resolved", nlohmann::json::object());
+  const auto data_dir = resolved.value("data_dir", data.at("dir").get<std::string>());
+  if (fs::exists(fs::path(data_dir) / data::Manifest::kFileName)) {
     s.tokenizer = data::Manifest::load(data_dir).tokenizer.spec;
+  } else {
+    s.no_tokenizer_because = cat("its data directory ", data_dir,
+                                 fs::path(data_dir).is_relative() ? " (relative to the run's start directory)" : "",
+                                 " is not found");
+  }
   return s;
 }
 
@@ -73,8 +83,9 @@ ModelSource open_model_source(const std::string& path) {
 
 std::string tokenizer_spec(const ModelSource& source, const std::string& flag) {
   if (!flag.empty()) return flag;
-  FS_CHECK(!source.tokenizer.empty(), source.description, " does not say which tokenizer it uses; name it with ",
-           "--tokenizer (bytes | tiktoken:FILE)");
+  FS_CHECK(!source.tokenizer.empty(), source.description, " does not say which tokenizer it uses",
+           source.no_tokenizer_because.empty() ? "" : " and " + source.no_tokenizer_because,
+           "; name it with --tokenizer (bytes | tiktoken:FILE)");
   return source.tokenizer;
 }
 

@@ -18,10 +18,11 @@ struct ModelSource {
   model::ModelConfig config;
   // Any element range of any parameter: a checkpoint's consolidated (FedAvg) model, or streamed from the HF files.
   parallel::SliceInit init;
-  // make_tokenizer spec, "" when the source does not say: a checkpoint's data directory's tokenizer; an HF
-  // directory's "fedshard_tokenizer" (written by export) or tokenizer.model / original/tokenizer.model
-  // (tiktoken format, as Meta ships Llama 3).
+  // make_tokenizer spec, "" when the source does not say: a checkpoint's own (older checkpoints: their data
+  // directory's); an HF directory's "fedshard_tokenizer" (written by export) or tokenizer.model /
+  // original/tokenizer.model (tiktoken format, as Meta ships Llama 3).
   std::string tokenizer;
+  std::string no_tokenizer_because;  // why `tokenizer` is empty, when the source named one that is not found
   int64_t trained_seq_len = 0;  // the checkpoint's data.seq_len; 0 for an HF directory
   model::HfTokenIds ids;        // an HF directory's config.json ids; empty for a checkpoint
 };

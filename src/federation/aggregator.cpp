@@ -2,6 +2,8 @@
 
 #include <ATen/core/grad_mode.h>
 
+#include <algorithm>
+
 #include "util/error.h"
 
 namespace fedshard::federation {
@@ -29,6 +31,15 @@ struct Aggregator::Round {
   bool settled = false;
 };
 
+bool FederationOptions::delta_rounds(at::ScalarType master) const {
+  return compress == "none" && reduce_dtype != at::ScalarType::Undefined &&
+         c10::elementSize(reduce_dtype) < c10::elementSize(master);
+}
+
+bool FederationOptions::keeps_global(at::ScalarType master) const {
+  return compress != "none" || overlap || normalize_steps || delta_rounds(master);
+}
+
 Aggregator::Aggregator(parallel::ShardedModel& model, comm::Topology& topo, optim::Optimizer& inner,
                        const FederationOptions& opts)
     : model_(model), topo_(topo), inner_(inner), opts_(opts) {
@@ -38,8 +49,10 @@ Aggregator::Aggregator(parallel::ShardedModel& model, comm::Topology& topo, opti
   std::vector<at::Tensor> slices;
   for (size_t u = 0; u < model_.units().size(); ++u) slices.push_back(slice_of(u, model_.units()[u]->flat().shard().detach()));
   outer_ = make_outer_optimizer(opts_.outer, slices);
+  const auto master = slices.front().scalar_type();
+  delta_ = opts_.delta_rounds(master);
   for (const auto& s : slices) {
-    if (codec_ || opts_.overlap || opts_.normalize_steps) global_.push_back(s.clone());
+    if (opts_.keeps_global(master)) global_.push_back(s.clone());
     if (codec_) {
       residual_.push_back(at::zeros_like(s));
       mean_residual_.push_back(at::zeros_like(s));
@@ -58,14 +71,14 @@ at::Tensor Aggregator::slice_of(size_t unit, const at::Tensor& shard) const {
 
 Agreement Aggregator::agree(double weight, const Vote& vote, double* scale, double* carry) {
   // Every segment has one rank of each group, so each yields the sums over groups (weights, votes, FedNova's
-  // sums, each group's step in its own slot); it is run on all of this rank's segments because every member
-  // of a communicator must take part. One group has no segments to average over, but its outer optimizer
-  // still steps.
+  // sums, each group's step and flags in its own slots); it is run on all of this rank's segments because
+  // every member of a communicator must take part. One group has no segments to average over, but its outer
+  // optimizer still steps.
   const auto& layout = topo_.layout();
   const int groups = layout.groups(), g = topo_.coords().group;
   const double share = static_cast<double>(layout.group_size(g)) / layout.world();  // FedNova's p_g
   const double tau = static_cast<double>(std::max<int64_t>(vote.steps_in_round, 1));
-  auto mine = at::zeros({8 + groups}, at::kDouble);
+  auto mine = at::zeros({8 + 2 * groups}, at::kDouble);
   auto m = mine.accessor<double, 1>();
   m[0] = weight;
   m[1] = vote.stop;
@@ -76,6 +89,7 @@ Agreement Aggregator::agree(double weight, const Vote& vote, double* scale, doub
   m[6] = share / tau;
   m[7] = vote.launch_tokens;
   m[8 + g] = static_cast<double>(vote.step);
+  m[8 + groups + g] = (vote.at_round ? 1 : 0) + (vote.nonfinite ? 2 : 0);
   const auto device = model_.units().front()->flat().shard().device();
   std::vector<at::Tensor> totals;
   std::vector<comm::WorkHandle> works;
@@ -92,7 +106,14 @@ Agreement Aggregator::agree(double weight, const Vote& vote, double* scale, doub
   a.any.checkpoint = t[3] > 0;
   a.any.evaluate = t[4] > 0;
   a.launch_tokens = t[7];
-  for (int i = 0; i < groups; ++i) a.steps.push_back(static_cast<int64_t>(t[8 + i]));
+  for (int i = 0; i < groups; ++i) {
+    const auto flags = static_cast<int64_t>(t[8 + groups + i]);
+    a.steps.push_back(static_cast<int64_t>(t[8 + i]));
+    a.at_round.push_back(flags & 1);
+    a.nonfinite.push_back(flags & 2);
+    a.any.nonfinite = a.any.nonfinite || (flags & 2);
+  }
+  a.issued = std::all_of(a.at_round.begin(), a.at_round.end(), [](bool b) { return b; });
   if (opts_.normalize_steps) {
     *scale = t[5] * share / tau;  // tau_eff p_g / tau_g
     *carry = 1.0 - t[5] * t[6];   // 1 - sum of the scales
@@ -103,11 +124,55 @@ Agreement Aggregator::agree(double weight, const Vote& vote, double* scale, doub
   return a;
 }
 
-void Aggregator::issue_sums(Round& r, const std::vector<at::Tensor>& shards, double scale, at::ScalarType wire) {
+std::string Aggregator::first_nonfinite() const {
+  at::NoGradGuard no_grad;
+  for (size_t u = 0; u < model_.units().size(); ++u) {
+    auto& flat = model_.units()[u]->flat();
+    const auto slice = slice_of(u, flat.shard().detach());
+    const auto bad = at::isfinite(slice).logical_not().nonzero();
+    if (bad.numel() == 0) continue;
+    const int64_t i = bad[0][0].item<int64_t>();
+    const double value = slice[i].item<double>();
+    const int64_t at = topo_.layout().slice_range(flat.padded_numel(), topo_.world_rank()).first + i;
+    for (const auto& e : flat.entries())
+      if (at >= e.offset && at < e.offset + e.numel) return cat("tensor ", e.name, " element ", at - e.offset, " is ", value);
+    return cat("element ", at, " of unit ", u, " is ", value);
+  }
+  return "";
+}
+
+void Aggregator::refuse_nonfinite(const Agreement& a, const Vote& vote) {
+  const auto bad = std::find(a.nonfinite.begin(), a.nonfinite.end(), true);
+  if (bad == a.nonfinite.end()) return;
+  const int group = static_cast<int>(bad - a.nonfinite.begin());
+  // The lowest rank of that group whose own slices hold it reports; every rank throws the same error.
+  std::string where;
+  bool reporter = false;
+  if (topo_.coords().group == group) {
+    where = first_nonfinite();
+    auto& comm = topo_.group();
+    const auto device = model_.units().front()->flat().shard().device();
+    auto mine = at::full({1}, where.empty() ? 0.0 : 1.0, at::TensorOptions().dtype(at::kDouble).device(device));
+    auto all = at::empty({comm.size()}, mine.options());
+    comm.all_gather(mine, all, comm::Traffic::Control)->wait();
+    const auto holders = all.cpu().nonzero();
+    reporter = holders.numel() > 0 ? holders[0][0].item<int64_t>() == comm.rank() : comm.rank() == 0;
+  }
+  throw Error(cat("group ", group, "'s model holds a non-finite value at federation round ", vote.round, " (step ",
+                  a.steps.at(static_cast<size_t>(group)), "): ", where.empty() ? "see its ranks" : where,
+                  "; stopped before the round sent it (lower optim.lr, enable optim.grad_clip, or resume from the ",
+                  "last checkpoint)"))
+      .reported_by(reporter)
+      .everywhere(true);
+}
+
+void Aggregator::issue_sums(Round& r, const std::vector<at::Tensor>& shards, double scale, at::ScalarType wire,
+                            bool delta) {
   const auto& layout = topo_.layout();
   for (size_t i = 0; i < r.units.size(); ++i) {
     const size_t u = r.units[i];
-    r.sums.push_back((slice_of(u, shards[i]) * scale).to(wire));
+    const auto slice = slice_of(u, shards[i]);
+    r.sums.push_back(((delta ? slice - global_[u] : slice) * scale).to(wire));
     r.works.emplace_back();
     const int64_t padded = model_.units()[u]->flat().padded_numel();
     const int64_t slice_begin = layout.slice_range(padded, topo_.world_rank()).first;
@@ -154,6 +219,23 @@ void Aggregator::issue_compressed(Round& r, double scale) {
   }
 }
 
+at::Tensor Aggregator::owned_part(size_t unit, const at::Tensor& slice) const {
+  auto out = at::zeros_like(slice);
+  if (!codec_) return out;
+  const auto& layout = topo_.layout();
+  const int64_t padded = model_.units()[unit]->flat().padded_numel();
+  const int64_t slice_begin = layout.slice_range(padded, topo_.world_rank()).first;
+  // The chunk arithmetic of issue_compressed and reduce_piece.
+  for (const auto& s : topo_.segments()) {
+    const auto [a, b] = layout.segment_range(s.segment, padded);
+    const int64_t length = b - a, g = s.comm->size(), granule = codec_->granule();
+    const int64_t chunk = (length + g * granule - 1) / (g * granule) * granule;
+    const int64_t first = std::min(s.comm->rank() * chunk, length), last = std::min(first + chunk, length);
+    out.narrow(0, a - slice_begin + first, last - first).copy_(slice.narrow(0, a - slice_begin + first, last - first));
+  }
+  return out;
+}
+
 void Aggregator::reduce_piece(Piece& p) {
   p.work->wait();
   const int g = p.comm->size(), j = p.comm->rank();
@@ -178,6 +260,8 @@ Agreement Aggregator::begin(const std::vector<size_t>& units, double weight, con
   FS_ASSERT(!round_, "a federation round is already in flight");
   double scale = 0, carry = 0;
   const auto agreement = agree(weight, vote, &scale, &carry);
+  refuse_nonfinite(agreement, vote);
+  if (!agreement.issued) return agreement;
   round_ = std::make_unique<Round>();
   round_->units = units;
   round_->scale = scale;
@@ -190,9 +274,35 @@ Agreement Aggregator::begin(const std::vector<size_t>& units, double weight, con
     std::vector<at::Tensor> shards;
     for (size_t u : units) shards.push_back(model_.units()[u]->flat().shard().detach());
     const auto master = shards.front().scalar_type();
-    issue_sums(*round_, shards, scale, opts_.reduce_dtype == at::ScalarType::Undefined ? master : opts_.reduce_dtype);
+    issue_sums(*round_, shards, scale, opts_.reduce_dtype == at::ScalarType::Undefined ? master : opts_.reduce_dtype,
+               delta_);
   }
   return agreement;
+}
+
+Agreement Aggregator::vote_stop(const Vote& vote) {
+  at::NoGradGuard no_grad;
+  // A compressed round's all-gathers go onto the segment communicators before the next agreement on every
+  // rank (a group at a round finishes its round in flight before agreeing), so this rank's do too.
+  settle();
+  Vote v = vote;
+  v.stop = true;
+  v.at_round = false;
+  double scale = 0, carry = 0;
+  const auto agreement = agree(0.0, v, &scale, &carry);
+  refuse_nonfinite(agreement, v);
+  return agreement;
+}
+
+at::Tensor Aggregator::nonfinite_flag() const {
+  at::NoGradGuard no_grad;
+  // A sum is non-finite exactly when some term is (or when finite terms overflow, which weights do not).
+  at::Tensor sum;
+  for (size_t u = 0; u < model_.units().size(); ++u) {
+    const auto s = slice_of(u, model_.units()[u]->flat().shard().detach()).sum(at::kDouble);
+    sum = sum.defined() ? sum + s : s;
+  }
+  return at::isfinite(sum).logical_not().to(at::kDouble);
 }
 
 void Aggregator::progress() {
@@ -236,7 +346,11 @@ void Aggregator::settle(Round& r) {
     } else {
       for (auto& w : r.works[i]) w->wait();
       mean = r.sums[i].to(slice.scalar_type());
-      if (opts_.normalize_steps) mean.add_(global_[u], r.carry);
+      // Delta rounds carry the global slice's share themselves: their scales weigh deltas, not weights.
+      if (delta_)
+        mean.add_(global_[u]);
+      else if (opts_.normalize_steps)
+        mean.add_(global_[u], r.carry);
     }
     // Without overlap the new global slice is written straight into the model.
     auto target = opts_.overlap ? at::empty_like(slice) : slice;
@@ -260,16 +374,16 @@ void Aggregator::apply(Round& r) {
   for (auto& g : gathers) g->wait();
 }
 
-void Aggregator::average_state(const std::vector<at::Tensor>& tensors, double scale) {
+void Aggregator::average_state(const std::vector<size_t>& units, const std::vector<at::Tensor>& tensors, double scale) {
   Round r;
-  for (size_t u = 0; u < tensors.size(); ++u) r.units.push_back(u);
-  issue_sums(r, tensors, scale, tensors.front().scalar_type());
+  r.units = units;
+  issue_sums(r, tensors, scale, tensors.front().scalar_type(), /*delta=*/false);
   std::vector<comm::WorkHandle> gathers;
-  for (size_t u = 0; u < tensors.size(); ++u) {
-    for (auto& w : r.works[u]) w->wait();
-    auto slice = slice_of(u, tensors[u]);
-    slice.copy_(r.sums[u]);
-    if (topo_.replica().size() > 1) gathers.push_back(topo_.replica().all_gather(slice, tensors[u]));
+  for (size_t i = 0; i < units.size(); ++i) {
+    for (auto& w : r.works[i]) w->wait();
+    auto slice = slice_of(units[i], tensors[i]);
+    slice.copy_(r.sums[i]);
+    if (topo_.replica().size() > 1) gathers.push_back(topo_.replica().all_gather(slice, tensors[i]));
   }
   for (auto& g : gathers) g->wait();
 }
@@ -279,18 +393,22 @@ void Aggregator::finish() {
   FS_ASSERT(round_, "no federation round in flight");
   apply(*round_);
   const double scale = round_->scale;
+  const auto units = round_->units;
   round_.reset();
+  // Only the round's units: under streaming:F the other fragments' state belongs to their own rounds.
   if (opts_.inner_state == "average") {
     for (const char* key : {"exp_avg", "exp_avg_sq", "momentum_buffer"}) {
+      std::vector<size_t> with;
       std::vector<at::Tensor> state;
-      for (auto& s : inner_.state())
-        if (s.count(key)) state.push_back(s.at(key));
-      if (!state.empty()) average_state(state, scale);
+      for (size_t u : units)
+        if (inner_.state()[u].count(key)) {
+          with.push_back(u);
+          state.push_back(inner_.state()[u].at(key));
+        }
+      if (!state.empty()) average_state(with, state, scale);
     }
   } else if (opts_.inner_state == "reset") {
-    for (auto& s : inner_.state())
-      for (auto& [name, t] : s) t.zero_();
-    inner_.set_steps(0);
+    inner_.reset_state(units);
   }
 }
 
@@ -313,9 +431,11 @@ std::vector<std::map<std::string, at::Tensor>> Aggregator::state() const {
   }
   if (round_) {
     FS_ASSERT(round_->settled, "checkpoint of an unsettled federation round");
+    const auto scale = at::full({1}, round_->scale, at::kDouble);
     for (size_t i = 0; i < round_->units.size(); ++i) {
       out[round_->units[i]]["round_sent"] = round_->sent[i];
       out[round_->units[i]]["round_global"] = round_->result[i];
+      out[round_->units[i]]["round_scale"] = scale;
     }
   }
   return out;
@@ -343,12 +463,11 @@ void Aggregator::restore_state(size_t unit, const std::string& name, const at::T
   if (name == "global" && unit < global_.size()) dst = global_[unit];
   if (name == "residual" && unit < residual_.size()) dst = residual_[unit];
   if (name == "mean_residual" && unit < mean_residual_.size()) dst = mean_residual_[unit];
-  if (round_ && (name == "round_sent" || name == "round_global")) {
-    const auto it = std::find(round_->units.begin(), round_->units.end(), unit);
-    if (it != round_->units.end()) {
-      const size_t i = static_cast<size_t>(it - round_->units.begin());
-      dst = name == "round_sent" ? round_->sent[i] : round_->result[i];
-    }
+  if (round_ && std::count(round_->units.begin(), round_->units.end(), unit)) {
+    const size_t i = static_cast<size_t>(std::find(round_->units.begin(), round_->units.end(), unit) - round_->units.begin());
+    if (name == "round_sent") dst = round_->sent[i];
+    if (name == "round_global") dst = round_->result[i];
+    if (name == "round_scale") round_->scale = value.item<double>();
   }
   if (dst.defined()) dst.copy_(value);
 }

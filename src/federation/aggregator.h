@@ -33,8 +33,11 @@ struct Vote {
   bool last = false;        // the job ends with this round
   bool checkpoint = false;  // time-based rounds: a checkpoint is due at this round
   bool evaluate = false;    // time-based rounds: an evaluation is due at this round
+  bool at_round = true;     // false: the group votes to stop from between rounds (Aggregator::vote_stop)
+  bool nonfinite = false;   // some rank of the group holds a non-finite value in its slices (agreed in the group)
   int64_t step = 0;         // the group's step count
   int64_t steps_in_round = 0;
+  int64_t round = 0;         // the round's number, for messages (not sent)
   double launch_tokens = 0;  // what the group trained on since this launch started
 };
 
@@ -42,7 +45,12 @@ struct Vote {
 struct Agreement {
   Vote any;                     // flags: OR over groups
   std::vector<int64_t> steps;   // per group
+  std::vector<bool> at_round;   // per group: it voted from a round (not from between rounds, to stop)
+  std::vector<bool> nonfinite;  // per group: Vote::nonfinite
   double launch_tokens = 0;     // summed over groups
+  // Whether the round's averaging was issued: not when some group voted to stop from between rounds, so
+  // every group stops where it is and a group that was at a round keeps that round pending.
+  bool issued = true;
 };
 
 struct FederationOptions {
@@ -57,6 +65,11 @@ struct FederationOptions {
   // federation.normalize = steps (FedNova): each group's delta is divided by the steps it took, and the sum
   // rescaled by the groups' mean steps, so groups that took more steps do not pull further.
   bool normalize_steps = false;
+  // Plain rounds whose wire dtype (reduce_dtype) is narrower than the master's send each group's weighted
+  // delta from the last global model, so the float32 masters never pass through the wire dtype.
+  bool delta_rounds(at::ScalarType master) const;
+  // Whether the aggregator keeps the last global model (compression, overlap, FedNova, delta rounds).
+  bool keeps_global(at::ScalarType master) const;
 };
 
 class Aggregator {
@@ -70,15 +83,23 @@ class Aggregator {
   // same on every rank.
   bool sync(double weight, bool stop = false);
 
-  // sync() in two halves. begin: agrees on weights and votes (blocking, (8 + G) x 8 bytes per segment) and
+  // sync() in two halves. begin: agrees on weights and votes (blocking, (8 + 2G) x 8 bytes per segment) and
   // issues the averaging of `units`; finish: waits for it and applies it. One round in flight at a time.
+  // A non-finite value in any group's slices ends the job here, before anything is sent: every rank throws
+  // the same Error, reported by one rank of the lowest such group that holds it, naming round and tensor.
   Agreement begin(const std::vector<size_t>& units, double weight, const Vote& vote);
   void finish();
   bool in_flight() const { return round_ != nullptr; }
+  // A group that must stop (preemption) between rounds takes part in the next agreement from where it is,
+  // so every group stops at its next step instead of at its next round: the groups at a round skip that
+  // round (Agreement::issued false). Waits for this rank's half of a round in flight first, as a round would.
+  Agreement vote_stop(const Vote& vote);
   // Moves a compressed round in flight on to its second half once the first has arrived (call once a step).
   void progress();
   // Waits for the round in flight and computes its outcome without applying it (before a checkpoint).
   void settle();
+  // 1 where this rank's slices hold a NaN or infinity, else 0: a device scalar, queued without a host sync.
+  at::Tensor nonfinite_flag() const;
 
   // Runs fn while every rank's shard holds the latest global model instead of its group's own (evaluation
   // under overlap, where no step ends with the groups equal). Collective over the world.
@@ -90,30 +111,38 @@ class Aggregator {
   }
 
   OuterOptimizer& outer() { return *outer_; }
-  // Per-unit state beyond the outer optimizer's, by name, for checkpoints; every tensor is slice-shaped:
-  // "global" (last global slice), "residual"/"mean_residual" (error feedback of sent and averaged deltas),
-  // "round_sent"/"round_global" (a settled round in flight: the slice at begin and the new global slice).
+  // Per-unit state beyond the outer optimizer's, by name, for checkpoints; every tensor is slice-shaped but
+  // one: "global" (last global slice), "residual"/"mean_residual" (error feedback of sent and averaged
+  // deltas), "round_sent"/"round_global" (a settled round in flight: the slice at begin and the new global
+  // slice), "round_scale" (its group's weight, one element: finish() averages the inner state with it).
   std::vector<std::map<std::string, at::Tensor>> state() const;
   void restore_state(size_t unit, const std::string& name, const at::Tensor& value);
   std::vector<size_t> round_units() const;  // of the round in flight
   // A checkpointed round in flight, restored settled (its units' round_* state follows via restore_state).
   void restore_round(const std::vector<size_t>& units);
+  const FederationOptions& options() const { return opts_; }
+  // `slice` (this rank's slice of unit `unit`) with zeros outside the chunks of a compressed round that this
+  // rank averages: where its "mean_residual" lives. All zeros without compression.
+  at::Tensor owned_part(size_t unit, const at::Tensor& slice) const;
 
  private:
   struct Round;
   struct Piece;
   at::Tensor slice_of(size_t unit, const at::Tensor& shard) const;
   Agreement agree(double weight, const Vote& vote, double* scale, double* carry);
-  // Plain rounds: the weighted slices of `shards` (one shard-sized tensor per unit of the round) summed over
-  // each segment, in `wire` dtype.
-  void issue_sums(Round& r, const std::vector<at::Tensor>& shards, double scale, at::ScalarType wire);
-  // Compressed rounds: the weighted deltas, encoded chunk by chunk, all-to-all'd to their chunk owners.
+  // Ends the job before the round sends anything when some group's model holds a non-finite value.
+  void refuse_nonfinite(const Agreement& a, const Vote& vote);
+  // Where this rank's slices first hold a non-finite value ("tensor NAME element I of unit U"); "" if nowhere.
+  std::string first_nonfinite() const;
+  // Plain rounds: the weighted slices of `shards` (one shard-sized tensor per unit of the round; with `delta`,
+  // less the last global slice) summed over each segment, in `wire` dtype.
+  void issue_sums(Round& r, const std::vector<at::Tensor>& shards, double scale, at::ScalarType wire, bool delta);
   void issue_compressed(Round& r, double scale);
   void reduce_piece(Piece& p);  // owner: decode, sum, encode the mean chunk; all-gather it
   void settle(Round& r);
   void apply(Round& r);
-  // Optimizer-state averaging (inner_state = average): the plain path, no outer step.
-  void average_state(const std::vector<at::Tensor>& tensors, double scale);
+  // Optimizer-state averaging of `units` (inner_state = average): the plain path, no outer step.
+  void average_state(const std::vector<size_t>& units, const std::vector<at::Tensor>& tensors, double scale);
   void swap_in_global();
   void swap_out_global();
 
@@ -123,6 +152,7 @@ class Aggregator {
   FederationOptions opts_;
   std::unique_ptr<OuterOptimizer> outer_;
   std::optional<Codec> codec_;
+  bool delta_ = false;  // plain rounds send deltas (FederationOptions::delta_rounds)
   std::vector<at::Tensor> global_;         // per unit, when compressing or overlapping
   std::vector<at::Tensor> residual_;       // per unit: error feedback of this rank's sent deltas
   std::vector<at::Tensor> mean_residual_;  // per unit: of the averaged chunks this rank owns

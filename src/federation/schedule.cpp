@@ -46,6 +46,24 @@ double parse_round_seconds(const std::string& spec, int64_t sync_every) {
   return v;
 }
 
+double parse_clock(const std::string& spec) {
+  if (spec == "wall") return 0;
+  const std::string prefix = "emulated:";
+  double v = -1;
+  if (spec.rfind(prefix, 0) == 0) {
+    try {
+      size_t used = 0;
+      v = std::stod(spec.substr(prefix.size()), &used);
+      if (used != spec.size() - prefix.size()) v = -1;
+    } catch (const std::exception&) {
+      v = -1;
+    }
+  }
+  FS_CHECK(v > 0, "federation.clock must be wall or emulated:SECONDS (a positive number of seconds per step), got '",
+           spec, "'");
+  return v;
+}
+
 Schedule::Schedule(int64_t sync_every, int64_t last_step, int64_t tokens_per_step, Overlap overlap, size_t units,
                    double round_seconds)
     : sync_every_(sync_every), last_step_(last_step), tokens_per_step_(tokens_per_step), overlap_(overlap),
@@ -83,8 +101,9 @@ void Schedule::count_sync(int64_t step) {
   ++syncs_;
 }
 
-void Schedule::restore(int64_t step, int64_t steps_since_sync, int64_t syncs) {
+void Schedule::restore(int64_t step, int64_t steps_since_sync, int64_t syncs, double round_time) {
   syncs_ = syncs;
+  steps_seconds_ = round_time;
   if (overlap_.fragments == 1) {
     steps_since_[0] = steps_since_sync;
     return;

@@ -31,6 +31,12 @@ Overlap parse_overlap(const std::string& spec);
 // "seconds:T"; returns T, 0 for step rounds. Throws fedshard::Error on anything else.
 double parse_round_seconds(const std::string& spec, int64_t sync_every);
 
+// federation.clock, what time-based rounds measure a step with: "wall" (its wall time, on the clock of the
+// group's first rank) or "emulated:S" (S seconds times the group's train.slow factor, so which step closes a
+// round does not depend on the machine: tests, and resumes compared number for number). Returns S, 0 for
+// wall. Throws fedshard::Error on anything else.
+double parse_clock(const std::string& spec);
+
 class Schedule {
  public:
   // tokens_per_step: what this rank's group trains on per step (its ranks x batch x sequence length).
@@ -61,8 +67,10 @@ class Schedule {
 
   int64_t steps_since_sync() const { return *std::max_element(steps_since_.begin(), steps_since_.end()); }
   int64_t syncs() const { return syncs_; }
+  // Time-based rounds: the time of this round's steps so far (saved by checkpoints taken between rounds).
+  double round_time() const { return steps_seconds_; }
   // From a checkpoint at `step`; fragments' counters follow from the step (their rounds are periodic).
-  void restore(int64_t step, int64_t steps_since_sync, int64_t syncs);
+  void restore(int64_t step, int64_t steps_since_sync, int64_t syncs, double round_time = 0);
 
  private:
   int64_t interval() const { return sync_every_ / overlap_.fragments; }
@@ -77,7 +85,7 @@ class Schedule {
   std::vector<int64_t> steps_since_;  // per fragment
   int64_t syncs_ = 0;
   double round_seconds_;
-  double steps_seconds_ = 0;  // wall time of this round's steps so far
+  double steps_seconds_ = 0;  // time of this round's steps so far
 };
 
 }  // namespace fedshard::federation

@@ -14,7 +14,7 @@ class AdamW : public Optimizer {
 
  private:
   void fused_step(double lr);
-  at::Tensor step_count_;  // the fused kernel's state_steps, shared by every slice
+  std::vector<at::Tensor> step_counts_;  // the fused kernel's state_steps: one per slice, then a shared one
 };
 
 }  // namespace fedshard::optim

@@ -8,6 +8,29 @@
 
 namespace fedshard::optim {
 
+void Optimizer::set_steps(int64_t steps) {
+  steps_ = steps;
+  slice_steps_.assign(slices_.size(), steps);
+}
+
+void Optimizer::set_slice_steps(std::vector<int64_t> steps) {
+  FS_CHECK(steps.size() == slices_.size(), "optimizer step counts for ", steps.size(), " slices, the optimizer has ",
+           slices_.size());
+  slice_steps_ = std::move(steps);
+}
+
+void Optimizer::reset_state(const std::vector<size_t>& slices) {
+  for (size_t i : slices) {
+    for (auto& [name, t] : state_.at(i)) t.zero_();
+    slice_steps_.at(i) = 0;
+  }
+}
+
+void Optimizer::count_step() {
+  ++steps_;
+  for (auto& s : slice_steps_) ++s;
+}
+
 void apply_weight_decay(const ParamSlice& s, double lr, double wd) {
   if (wd == 0.0) return;
   if (s.decay_mask.defined())

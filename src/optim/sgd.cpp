@@ -11,7 +11,7 @@ Sgd::Sgd(const OptimizerConfig& cfg, std::vector<ParamSlice> slices) : Optimizer
 
 void Sgd::step(double lr) {
   at::NoGradGuard no_grad;
-  ++steps_;
+  count_step();
   for (size_t i = 0; i < slices_.size(); ++i) {
     const auto& s = slices_[i];
     apply_weight_decay(s, lr, cfg_.weight_decay);

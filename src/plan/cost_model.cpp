@@ -201,10 +201,10 @@ RankBytes rank_bytes(const comm::Layout& l, int rank, const Cluster& cluster, co
     }
   }
   add(shard, comm::Collective::AllReduce, 8, false, true);  // global grad norm
-  add(group, comm::Collective::AllReduce, 24, false, true);  // logged loss, stop request, round time up
+  add(group, comm::Collective::AllReduce, 32, false, true);  // logged loss, stop request, round time up, non-finite
   if (s.strategy.federated)
-    for (const auto& [seg, c] : segments)  // weight, votes and every group's step (Aggregator::agree)
-      add(c, comm::Collective::AllReduce, (8.0 + l.groups()) * 8, true, true);
+    for (const auto& [seg, c] : segments)  // weight, votes, every group's step and flags (Aggregator::agree)
+      add(c, comm::Collective::AllReduce, (8.0 + 2 * l.groups()) * 8, true, true);
   for (const auto& c : out.collectives)
     (c.per_round ? out.per_round : out.per_step)[static_cast<int>(c.tier)] +=
         comm::ring_bus_bytes(c.kind, c.full_bytes, c.ranks) * c.count;
@@ -345,7 +345,7 @@ StrategyPlan plan_strategy(const Cluster& cluster, const Workload& w, const Stra
     m.recompute = recompute;
     m.reshard_after_forward = w.reshard_after_forward;
     m.federated = s.strategy.federated;
-    m.round_copy = w.compress != "none" || w.round_overlap != "none";
+    m.round_copy = w.compress != "none" || w.round_overlap != "none" || w.reduce_bytes < w.master_bytes;
     m.residuals = w.compress != "none";
     m.runtime_bytes = 0.5e9;  // the CUDA context of a GPU rank (plans are for GPU clusters)
     p.memory = estimate_memory(m);

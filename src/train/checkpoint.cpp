@@ -6,8 +6,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
+#include <set>
 
 #include "comm/mpi_runtime.h"
 #include "train/fault_injection.h"
@@ -161,6 +163,8 @@ CheckpointMeta load_checkpoint_meta(const std::string& dir, const model::ModelCo
     m.steps_since_sync = j.at("federation").value("steps_since_sync", 0);
     m.round_in_flight = j.at("federation").value("round_in_flight", std::vector<size_t>{});
     m.group_steps = j.at("federation").value("group_steps", std::vector<int64_t>{});
+    m.pending_rounds = j.at("federation").value("pending_rounds", std::vector<bool>{});
+    m.tokenizer = j.value("tokenizer", "");
     for (int g = 0; g < m.layout.groups(); ++g) m.group_ids.push_back(g);
     if (j.at("federation").contains("group_ids")) {
       m.group_ids = j.at("federation").at("group_ids").get<std::vector<int>>();
@@ -273,6 +277,9 @@ void save_checkpoint(const std::string& run_dir, int keep, const TrainingState& 
           for (const auto& [k, t] : fed[u]) tensors.emplace_back(unit_key(u, "fed." + k), host(t));
         }
       }
+      const auto& slice_steps = inner.slice_steps();
+      tensors.emplace_back("schedule", at::tensor({static_cast<double>(state.steps_since_sync), state.round_time}, at::kDouble));
+      tensors.emplace_back("opt.slice_steps", at::tensor(std::vector<int64_t>(slice_steps.begin(), slice_steps.end()), at::kLong));
       tensors.emplace_back("rng.cpu", at::detail::getDefaultCPUGenerator().get_state());
       checksum = write_safetensors((tmp / rank_file_name(rank)).string(), tensors, {{"step", std::to_string(state.step)}});
       maybe_inject_fault(FaultPoint::Checkpoint, rank, state.step);
@@ -296,7 +303,7 @@ void save_checkpoint(const std::string& run_dir, int keep, const TrainingState& 
     try {
       nlohmann::json meta = {{"format", kFormat}, {"version", kVersion}, {"step", state.step},
                              {"tokens", state.tokens}, {"config", config},
-                             {"model", model_json(model)}};
+                             {"model", model_json(model)}, {"tokenizer", state.tokenizer}};
       meta["topology"] = {{"world", layout.world()},
                           {"groups", layout.group_sizes()},
                           {"shard_size", layout.shard_spec()},
@@ -307,7 +314,8 @@ void save_checkpoint(const std::string& run_dir, int keep, const TrainingState& 
                                                 {"group_ids", state.group_ids},
                                                 {"steps_since_sync", state.steps_since_sync},
                                                 {"round_in_flight", agg->round_units()},
-                                                {"group_steps", state.group_steps}}
+                                                {"group_steps", state.group_steps},
+                                                {"pending_rounds", state.pending_rounds}}
                                : nlohmann::json::object();
       const auto units = unit_layout(model);
       for (size_t u = 0; u < units.size(); ++u) {
@@ -431,7 +439,8 @@ void cut(const at::Tensor& old_full, int64_t numel, int64_t begin, at::Tensor ds
 
 // The aggregator's own state of unit u (federation/aggregator.h). read(key) gives this rank's slice of tensor
 // `key` or an undefined tensor where the checkpoint has none (written without overlap or compression): then
-// residuals stay zero and the last global slice is the outer optimizer's, else the model's.
+// residuals stay zero and the last global slice is the outer optimizer's, else the model's (the resume
+// contract, train/resume_contract.h, refuses the resumes where the model is not the global one).
 template <typename Read>
 void restore_federation_state(federation::Aggregator& agg, size_t u, Read read, parallel::FlatParam& flat,
                               const comm::Topology& topo) {
@@ -444,9 +453,38 @@ void restore_federation_state(federation::Aggregator& agg, size_t u, Read read, 
       value = outer.count("global") ? outer.at("global") : flat.shard().detach().narrow(0, a - flat.shard_offset(), b - a);
     }
     if (!value.defined() && (name == "residual" || name == "mean_residual")) continue;
+    // Checkpoints before round_scale was saved: only inner_state = average reads it.
+    if (!value.defined() && name == "round_scale" && agg.options().inner_state != "average") continue;
     FS_CHECK(value.defined(), "checkpoint has a federation round in flight without its '", name, "' of unit ", u);
     agg.restore_state(u, name, value);
   }
+}
+
+// The round schedule's counters as `rank` saved them (checkpoints before they were saved per rank: meta's).
+void restore_schedule(RankFiles& files, const CheckpointMeta& m, int rank, TrainingState& st) {
+  const auto& f = files.get(rank);
+  st.steps_since_sync = m.steps_since_sync;
+  if (!f.contains("schedule")) return;
+  const auto t = f.tensor("schedule").to(at::kDouble);
+  st.steps_since_sync = static_cast<int64_t>(t[0].item<double>());
+  st.round_time = t[1].item<double>();
+}
+
+// This rank's optimizer step counts per slice as `rank` saved them (checkpoints before they were saved: the
+// run's count for every slice).
+std::vector<int64_t> saved_slice_steps(RankFiles& files, const CheckpointMeta& m, int rank, size_t slices) {
+  const auto& f = files.get(rank);
+  if (!f.contains("opt.slice_steps")) return std::vector<int64_t>(slices, m.optimizer_steps);
+  const auto t = f.tensor("opt.slice_steps").to(at::kLong).contiguous();
+  FS_CHECK(static_cast<size_t>(t.numel()) == slices, f.path(), ": opt.slice_steps has ", t.numel(),
+           " entries for ", slices, " units");
+  return std::vector<int64_t>(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + t.numel());
+}
+
+int first_rank_of(const CheckpointMeta& m, int group) {
+  for (const auto& r : m.ranks)
+    if (r.group == group) return r.rank;
+  throw Error(cat(m.dir, ": no rank of group ", group));
 }
 
 }  // namespace
@@ -461,6 +499,7 @@ TrainingState restore_checkpoint(const CheckpointMeta& meta, comm::Topology& top
   TrainingState st;
   st.step = meta.step;
   st.tokens = meta.tokens;
+  st.syncs = meta.syncs;
   inner.set_steps(meta.optimizer_steps);
 
   if (same_layout(meta, topo.layout(), strategy)) {
@@ -469,18 +508,33 @@ TrainingState restore_checkpoint(const CheckpointMeta& meta, comm::Topology& top
       units[u]->flat().shard().detach().copy_(f.tensor(unit_key(u, "param")));
       for (auto& [k, t] : inner.state()[u]) t.copy_(f.tensor(unit_key(u, "opt." + k)));
       if (agg) {
-        for (auto& [k, t] : agg->outer().state()[u]) t.copy_(f.tensor(unit_key(u, "outer." + k)));
+        // An outer optimizer the checkpoint did not have (FedAvg to Nesterov, which the resume contract allows
+        // where the last global model is known): its global slice is that model, its momentum zero.
+        auto& flat = units[u]->flat();
+        const auto [a, b] = topo.layout().slice_range(flat.padded_numel(), rank);
+        for (auto& [k, t] : agg->outer().state()[u]) {
+          if (f.contains(unit_key(u, "outer." + k)))
+            t.copy_(f.tensor(unit_key(u, "outer." + k)));
+          else if (k == "global")
+            t.copy_(f.contains(unit_key(u, "fed.global")) ? f.tensor(unit_key(u, "fed.global"))
+                                                          : flat.shard().detach().narrow(0, a - flat.shard_offset(), b - a));
+          else
+            t.zero_();
+        }
         if (u == 0) agg->restore_round(meta.round_in_flight);
         restore_federation_state(*agg, u, [&](const std::string& key) {
           return f.contains(unit_key(u, key)) ? f.tensor(unit_key(u, key)) : at::Tensor();
         }, units[u]->flat(), topo);
       }
     }
+    inner.set_slice_steps(saved_slice_steps(files, meta, rank, units.size()));
     // The default generator is shared process state: ATen hands out a const handle to it.
     auto gen = at::detail::getDefaultCPUGenerator();
     gen.set_state(f.tensor("rng.cpu"));
-    st.steps_since_sync = meta.steps_since_sync;
-    st.syncs = meta.syncs;
+    restore_schedule(files, meta, rank, st);
+    const auto g = static_cast<size_t>(topo.coords().group);
+    if (!meta.group_steps.empty()) st.step = meta.group_steps.at(g);
+    st.pending_round = !meta.pending_rounds.empty() && meta.pending_rounds.at(g);
     return st;
   }
 
@@ -489,44 +543,110 @@ TrainingState restore_checkpoint(const CheckpointMeta& meta, comm::Topology& top
   const auto layout = unit_layout(sharded.config());
   const auto& l = topo.layout();
   const int own = continues.empty() ? -1 : continues.at(topo.coords().group);
-  auto model_state = [&](size_t u, const std::string& what) {
-    return own < 0 ? assemble_mean(files, meta, u, what) : assemble(files, meta, u, what, own, false);
+  const int source = std::max(own, 0);  // the group whose outer state and residuals are taken
+  const std::set<size_t> in_round(meta.round_in_flight.begin(), meta.round_in_flight.end());
+  const std::string inner_state = meta.config.at("federation").value("inner_state", "keep");
+  const std::string new_inner_state = agg ? agg->options().inner_state : inner_state;
+  // A checkpoint group's parameters with the round in flight applied: global + (own - slice at begin).
+  auto group_param = [&](size_t u, int g) {
+    auto p = assemble(files, meta, u, "param", g, false);
+    if (in_round.count(u))
+      p = p + assemble(files, meta, u, "fed.round_global", g, true) - assemble(files, meta, u, "fed.round_sent", g, true);
+    return p;
   };
+  auto weighted = [&](const std::function<at::Tensor(int)>& of_group, const std::function<double(int)>& weight) {
+    at::Tensor sum;
+    for (int g = 0; g < meta.layout.groups(); ++g) {
+      auto t = of_group(g);
+      if (!t.defined()) return t;
+      t = t * weight(g);
+      sum = sum.defined() ? sum + t : t;
+    }
+    return sum;
+  };
+  auto size_share = [&](int g) { return static_cast<double>(meta.layout.group_size(g)) / meta.layout.world(); };
+  auto round_scale = [&](size_t u) {
+    return [&, u](int g) {
+      return files.get(first_rank_of(meta, g)).tensor(unit_key(u, "fed.round_scale")).to(at::kDouble).item<double>();
+    };
+  };
+  std::vector<size_t> reset_units;
   for (size_t u = 0; u < units.size(); ++u) {
     auto& flat = units[u]->flat();
     const int64_t numel = layout[u].numel;
-    cut(model_state(u, "param"), numel, flat.shard_offset(), flat.shard().detach());
+    const auto param = own < 0 ? weighted([&](int g) { return group_param(u, g); }, size_share) : group_param(u, own);
+    cut(param, numel, flat.shard_offset(), flat.shard().detach());
+    // The round in flight's inner-state policy, as finish() would have applied it (a merge averages anyway).
+    const bool average_moments = own < 0 || (in_round.count(u) && new_inner_state == "average");
+    if (in_round.count(u) && new_inner_state == "reset") reset_units.push_back(u);
     for (auto& [k, t] : inner.state()[u]) {
-      auto old = model_state(u, "opt." + k);
+      at::Tensor old;
+      if (!average_moments)
+        old = assemble(files, meta, u, "opt." + k, own, false);
+      else if (own < 0)
+        old = weighted([&](int g) { return assemble(files, meta, u, "opt." + k, g, false); }, size_share);
+      else
+        old = weighted([&](int g) { return assemble(files, meta, u, "opt." + k, g, false); }, round_scale(u));
       if (old.defined())
         cut(old, numel, flat.shard_offset(), t);
       else
         t.zero_();
     }
-    if (agg) {
-      const auto [begin, end] = l.slice_range(flat.padded_numel(), rank);
-      for (auto& [k, t] : agg->outer().state()[u]) {
-        auto old = assemble(files, meta, u, "outer." + k, std::max(own, 0), true);
-        if (old.defined())
-          cut(old, numel, begin, t);
-        else if (k == "global")  // a run without federation before: the current model is the global one
-          t.copy_(flat.shard().detach().narrow(0, begin - flat.shard_offset(), end - begin));
-        else
-          t.zero_();
-      }
-      if (u == 0) agg->restore_round(meta.round_in_flight);
-      restore_federation_state(*agg, u, [&](const std::string& key) {
-        auto old = assemble(files, meta, u, key, std::max(own, 0), true);
-        if (!old.defined()) return old;
-        auto t = at::empty({end - begin}, old.options());
+    if (!agg) continue;
+    const auto [begin, end] = l.slice_range(flat.padded_numel(), rank);
+    const auto my_slice = [&, begin = begin, end = end]() {
+      return flat.shard().detach().narrow(0, begin - flat.shard_offset(), end - begin).clone();
+    };
+    for (auto& [k, t] : agg->outer().state()[u]) {
+      auto old = assemble(files, meta, u, "outer." + k, source, true);
+      if (k == "global" && (own < 0 || !old.defined()))  // a merge (or a run without federation before)
+        t.copy_(my_slice());
+      else if (old.defined())
         cut(old, numel, begin, t);
-        return t;
-      }, flat, topo);
+      else
+        t.zero_();
+    }
+    if (u == 0) agg->restore_round({});
+    const auto state = agg->state();
+    for (const auto& [name, t] : state[u]) {
+      at::Tensor value;
+      if (name == "global") {
+        // A merged model is the new global one; a continuing group keeps the last (the round's, if applied).
+        auto old = own < 0 ? at::Tensor()
+                           : assemble(files, meta, u, in_round.count(u) ? "fed.round_global" : "fed.global", source, true);
+        if (old.defined()) {
+          value = at::empty({end - begin}, old.options());
+          cut(old, numel, begin, value);
+        } else {
+          const auto& outer = agg->outer().state()[u];
+          value = own >= 0 && outer.count("global") ? outer.at("global").clone() : my_slice();
+        }
+      } else if (own >= 0 && name == "residual") {
+        auto old = assemble(files, meta, u, "fed.residual", own, true);
+        if (!old.defined()) continue;
+        value = at::empty({end - begin}, old.options());
+        cut(old, numel, begin, value);
+      } else if (own >= 0 && name == "mean_residual") {
+        // Each chunk's residual is held by its owner in one group: their sum is the whole field.
+        auto old = weighted([&](int g) { return assemble(files, meta, u, "fed.mean_residual", g, true); },
+                            [](int) { return 1.0; });
+        if (!old.defined()) continue;
+        value = at::empty({end - begin}, old.options());
+        cut(old, numel, begin, value);
+        value = agg->owned_part(u, value);
+      } else {
+        continue;  // a merge starts without residuals: its model is the global one, nothing is left unsent
+      }
+      agg->restore_state(u, name, value);
     }
   }
-  // Groups that continue their own models stay mid-round; otherwise they restart from one averaged model.
-  st.steps_since_sync = own < 0 ? 0 : meta.steps_since_sync;
-  st.syncs = meta.syncs;
+  const int steps_from = first_rank_of(meta, source);
+  inner.set_slice_steps(saved_slice_steps(files, meta, steps_from, units.size()));
+  inner.reset_state(reset_units);
+  // Groups that continue their own models stay mid-round at their own step; merged ones start a round.
+  if (own >= 0) restore_schedule(files, meta, steps_from, st);
+  if (own >= 0 && !meta.group_steps.empty()) st.step = meta.group_steps.at(static_cast<size_t>(own));
+  st.pending_round = own >= 0 && !meta.pending_rounds.empty() && meta.pending_rounds.at(static_cast<size_t>(own));
   return st;
 }
 

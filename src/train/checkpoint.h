@@ -46,7 +46,12 @@ struct CheckpointMeta {
   std::vector<int> group_ids;  // stable id of each group (0..G-1 until groups are lost)
   std::string outer;  // outer optimizer of the run, "" without federation
   std::vector<size_t> round_in_flight;  // units of a federation round in flight (overlap), saved settled
-  std::vector<int64_t> group_steps;     // time-based rounds: every group's step (they differ)
+  // Every group's step where they differ (time-based rounds; a stop between rounds), else empty.
+  std::vector<int64_t> group_steps;
+  // Per group: it stopped at a round that did not take place (another group stopped between rounds), so the
+  // round comes first after the resume. Empty: none.
+  std::vector<bool> pending_rounds;
+  std::string tokenizer;  // the training data's tokenizer spec, file paths absolute; "" in older checkpoints
   std::vector<int64_t> padded;  // per unit
   std::vector<CheckpointRank> ranks;
   nlohmann::json config;
@@ -65,13 +70,19 @@ CheckpointMeta load_checkpoint_meta(const std::string& dir, const model::ModelCo
 // its own state (bit-identical resume). Otherwise the state is re-sliced.
 bool same_layout(const CheckpointMeta& meta, const comm::Layout& layout, const std::string& strategy);
 
+// What the trainer saves beside the model; restore_checkpoint returns it for this rank's group (`step` its
+// group's, `pending_round` whether its first act is the round it stopped at).
 struct TrainingState {
   int64_t step = 0;
-  int64_t steps_since_sync = 0;  // federation::Schedule's counters
+  int64_t steps_since_sync = 0;  // federation::Schedule's counters (each rank's own: groups may differ)
   int64_t syncs = 0;
   std::vector<int> group_ids;  // of the run's groups
   int64_t tokens = 0;          // trained on through `step`
-  std::vector<int64_t> group_steps;  // time-based rounds: every group's step; `step` is group 0's
+  std::vector<int64_t> group_steps;  // where groups are at different steps: every group's; `step` is group 0's
+  std::vector<bool> pending_rounds;  // per group (CheckpointMeta::pending_rounds); empty: none
+  std::string tokenizer;             // CheckpointMeta::tokenizer
+  bool pending_round = false;
+  double round_time = 0;  // federation::Schedule::round_time (time-based rounds)
 };
 
 // Collective over the world. On a write failure anywhere (full or unwritable disk) every rank throws the
@@ -80,12 +91,16 @@ void save_checkpoint(const std::string& run_dir, int keep, const TrainingState& 
                      const model::ModelConfig& model, comm::Topology& topo, parallel::ShardedModel& sharded,
                      optim::Optimizer& inner, federation::Aggregator* agg);
 
-// Restores this rank's state. Same layout: its own file, exactly. Another layout with `continues` (per group
-// of this run, the index of the checkpoint group it continues): each group reassembles its own group's
-// parameters, inner and outer optimizer state and cuts them to its new shards and slices, mid-round counters
-// included (federation going on without a lost group). Otherwise: every unit's parameters and inner
-// optimizer moments are reassembled (averaged over groups weighted by their sizes, i.e. the FedAvg model of
-// a mid-round checkpoint), the outer optimizer state from group 0, and cut to this rank's new shard and slice.
+// Restores this rank's state. Same layout: its own file, exactly. Another layout: a federation round in
+// flight is applied first, to each checkpoint group's parameters by the delayed rule (global + own progress
+// since the round began) and to the inner state by federation.inner_state, so no round is in flight after.
+// Then, with `continues` (per group of this run, the index of the checkpoint group it continues): each group
+// reassembles its own group's parameters, inner and outer optimizer state and send residuals and cuts them
+// to its new shards and slices, mid-round counters and step included (federation going on without a lost
+// group); the residuals of averaged chunks, summed over every checkpoint group, go to their new owners.
+// Otherwise the groups merge, as at a FedAvg round: parameters and inner moments are averaged over groups
+// weighted by their sizes, that model is the new global one (residuals zero, Nesterov's global slice too),
+// the outer momentum is group 0's, and the run goes on from the checkpoint's step.
 TrainingState restore_checkpoint(const CheckpointMeta& meta, comm::Topology& topo, const std::string& strategy,
                                  parallel::ShardedModel& sharded, optim::Optimizer& inner, federation::Aggregator* agg,
                                  const std::vector<int>& continues = {});

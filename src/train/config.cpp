@@ -132,6 +132,7 @@ const std::vector<Binding>& bindings() {
       key_binding("federation.compress", &TrainConfig::compress, "a group's model delta on the wire: none | bf16 | int8 (blockwise absmax, error feedback)"),
       key_binding("federation.compress_block", &TrainConfig::compress_block, "int8: elements per scale (a multiple of 4)"),
       key_binding("federation.round", &TrainConfig::round, "steps (every parallel.sync_every steps) | steps:K | seconds:T (each group takes the steps that fit in T seconds of its own time)"),
+      key_binding("federation.clock", &TrainConfig::clock, "what federation.round = seconds:T measures a step with: wall (its wall time) | emulated:SECONDS (SECONDS times the group's train.slow factor, the same on any machine; train.slow then sleeps not)"),
       key_binding("federation.normalize", &TrainConfig::normalize, "none | steps (FedNova: each group's delta divided by its steps, rescaled by the mean)"),
       key_binding("federation.eval_after_sync", &TrainConfig::eval_after_sync, "evaluate the global model after every aggregation"),
       key_binding("federation.eval_group_model", &TrainConfig::eval_group_model, "also evaluate group 0's local model before each aggregation"),
@@ -191,6 +192,7 @@ void validate(const TrainConfig& c) {
            c.dtype, ": reductions land in the master dtype");
   FS_CHECK(one_of(c.backend, {"auto", "mpi", "nccl"}), "parallel.backend must be auto, mpi or nccl, got '", c.backend, "'");
   FS_CHECK(c.backend != "nccl" || c.device == "cuda", "parallel.backend = nccl needs model.device = cuda");
+  FS_CHECK(c.backend != "nccl" || c.overlap == "none", nccl_overlap_refusal(c.overlap));
   FS_CHECK(one_of(c.optimizer, {"adamw", "sgd"}), "optim.name must be adamw or sgd, got '", c.optimizer, "'");
   FS_CHECK(c.lr > 0 && std::isfinite(c.lr), "optim.lr must be a positive number, got ", c.lr);
   FS_CHECK(c.min_lr_ratio >= 0 && c.min_lr_ratio <= 1, "optim.min_lr_ratio must be in [0, 1], got ", c.min_lr_ratio);
@@ -218,6 +220,8 @@ void validate(const TrainConfig& c) {
            " needs parallel.sync_every (", c.sync_every, ") to be a multiple of the fragment count");
   FS_CHECK(federation::parse_round_seconds(c.round, c.sync_every) == 0 || overlap.fragments == 1,
            "federation.overlap = ", c.overlap, " staggers fragments by steps; it needs federation.round = steps");
+  FS_CHECK(federation::parse_clock(c.clock) == 0 || federation::parse_round_seconds(c.round, c.sync_every) > 0,
+           "federation.clock = ", c.clock, " measures the steps of time-based rounds; it needs federation.round = seconds:T");
   FS_CHECK(one_of(c.normalize, {"none", "steps"}), "federation.normalize must be none or steps, got '", c.normalize, "'");
   FS_CHECK(c.normalize == "none" || c.inner_state != "average", "federation.normalize = steps rescales model deltas; ",
            "it does not apply to federation.inner_state = average (use keep or reset)");
@@ -239,6 +243,13 @@ void validate(const TrainConfig& c) {
 }
 
 }  // namespace
+
+std::string nccl_overlap_refusal(const std::string& overlap) {
+  return cat("federation.overlap = ", overlap, " needs a federation lane of its own, which the nccl backend does not ",
+             "have (a round in flight would queue on its one stream ahead of the next step's collectives, and ",
+             "compressed rounds' second halves could queue in a different order on different ranks); use ",
+             "--set parallel.backend=mpi or federation.overlap = none");
+}
 
 nlohmann::json TrainConfig::to_json() const {
   nlohmann::json j;

@@ -42,6 +42,7 @@ void GroupStates::save(int g) {
   st.opt.resize(opt_.state().size());
   for (size_t i = 0; i < st.opt.size(); ++i) assign(st.opt[i], opt_.state()[i]);
   st.steps = opt_.steps();
+  st.slice_steps = opt_.slice_steps();
 }
 
 void GroupStates::load(int g) {
@@ -51,6 +52,7 @@ void GroupStates::load(int g) {
   for (size_t u = 0; u < live.size(); ++u) live[u].copy_(st.shards[u]);
   for (size_t i = 0; i < st.opt.size(); ++i) assign(opt_.state()[i], st.opt[i]);
   opt_.set_steps(st.steps);
+  opt_.set_slice_steps(st.slice_steps);
 }
 
 void GroupStates::combine(bool state) {
@@ -79,6 +81,7 @@ void GroupStates::distribute(bool state) {
     if (!state) continue;
     for (size_t i = 0; i < st.opt.size(); ++i) assign(st.opt[i], opt_.state()[i]);
     st.steps = opt_.steps();
+    st.slice_steps = opt_.slice_steps();
   }
 }
 

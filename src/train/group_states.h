@@ -34,6 +34,7 @@ class GroupStates {
     std::vector<at::Tensor> shards;  // per unit
     OptState opt;                    // per slice
     int64_t steps = 0;
+    std::vector<int64_t> slice_steps;
   };
   std::vector<at::Tensor> live_shards() const;
 

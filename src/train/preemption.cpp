@@ -1,14 +1,18 @@
 #include "train/preemption.h"
 
+#include <atomic>
 #include <csignal>
 
 namespace fedshard::train {
 
 namespace {
 
-volatile std::sig_atomic_t received = 0;
+// Written by the handler on whichever thread the signal lands (a comm thread too), read by the training
+// thread: only a lock-free atomic is both async-signal-safe and free of a data race.
+std::atomic<int> received{0};
+static_assert(std::atomic<int>::is_always_lock_free, "the preemption flag must be lock-free");
 
-void on_signal(int sig) { received = sig; }
+void on_signal(int sig) { received.store(sig, std::memory_order_relaxed); }
 
 }  // namespace
 
@@ -21,6 +25,6 @@ void install_preemption_handlers() {
   sigaction(SIGUSR1, &sa, nullptr);
 }
 
-int preemption_signal() { return received; }
+int preemption_signal() { return received.load(std::memory_order_relaxed); }
 
 }  // namespace fedshard::train

@@ -47,7 +47,9 @@ plan::MemoryInputs memory_inputs(const TrainSetup& s, int world_rank) {
   in.math_attention = cfg.attention == "math" || !model::sdpa_available();
   in.federated = s.strategy.federated;
   in.outer = cfg.outer_optimizer;
-  in.round_copy = cfg.compress != "none" || cfg.overlap != "none" || cfg.normalize == "steps";
+  // The last global slice (federation::FederationOptions::keeps_global): delta rounds keep it too.
+  in.round_copy = cfg.compress != "none" || cfg.overlap != "none" || cfg.normalize == "steps" ||
+                  bytes_of(cfg.reduce_dtype) < bytes_of(cfg.dtype);
   in.residuals = cfg.compress != "none";
   in.groups_per_rank = s.emulation.groups_per_rank;
   // On a GPU the CUDA context takes device memory before any tensor (~0.5 GB on recent drivers); on the CPU

@@ -30,7 +30,8 @@ constexpr size_t kRowsPerDevice = 25;
 // its end) would otherwise land in the wrong window.
 void sync_device(c10::Device device) {
 #ifdef FEDSHARD_CUDA
-  if (device.is_cuda()) cudaDeviceSynchronize();
+  // cudaDeviceSynchronize waits for the thread's current device: make it this rank's, not GPU 0.
+  if (device.is_cuda() && cudaSetDevice(device.index()) == cudaSuccess) cudaDeviceSynchronize();
 #else
   (void)device;
 #endif

@@ -2,7 +2,7 @@
 
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
-#include <ATen/detail/CUDAHooksInterface.h>
+#include <ATen/core/grad_mode.h>
 #include <sys/resource.h>
 #include <torch/version.h>
 
@@ -23,6 +23,7 @@
 #include "train/fault_injection.h"
 #include "train/preemption.h"
 #include "train/preflight.h"
+#include "train/resume_contract.h"
 #include "train/progress.h"
 #include "util/build_info.h"
 #include "util/error.h"
@@ -90,10 +91,10 @@ double peak_rss_mb() {
 
 namespace {
 
-// Groups keep an id across restarts that lose some of them. Resuming a federated checkpoint onto another
-// layout of several groups, each group continues the checkpoint group of its id (train.resume_groups; by
-// default the same ids, which needs the same number of groups); any other change of layout restarts every
-// group from the groups' average.
+// Groups keep an id across restarts that lose some of them. Resuming a federated checkpoint of several groups
+// onto another layout, each group continues the checkpoint group of its id (train.resume_groups; by default
+// the same ids, which needs the same number of groups; one group continues one when named); any other change
+// of layout restarts every group from the groups' average.
 void choose_group_ids(TrainSetup& s) {
   const auto& want = s.cfg.resume_groups;
   const int groups = s.layout.groups();
@@ -114,10 +115,12 @@ void choose_group_ids(TrainSetup& s) {
              nlohmann::json(meta.group_ids).dump(), ") when the layout is the same");
     return;
   }
-  const bool per_group = s.strategy.federated && groups > 1 && meta.strategy.rfind("fl-", 0) == 0 && meta.layout.groups() > 1;
+  // One group may continue one checkpoint group too (the last survivor of a lost group): named, it does.
+  const bool per_group = s.strategy.federated && meta.strategy.rfind("fl-", 0) == 0 && meta.layout.groups() > 1 &&
+                         (groups > 1 || !want.empty());
   if (!per_group) {
     FS_CHECK(want.empty(), "train.resume_groups applies to a federated checkpoint of several groups resumed by an fl-* ",
-             "strategy with several groups");
+             "strategy");
     s.group_ids.clear();
     for (int g = 0; g < groups; ++g) s.group_ids.push_back(g);
     return;
@@ -132,10 +135,48 @@ void choose_group_ids(TrainSetup& s) {
   }
 }
 
+// The GPU of this rank: its index among the host's ranks modulo the host's GPUs. Chosen (and made current)
+// in the start-up phase, before the preflight measures its free memory, so every CUDA call of the rank is on
+// its own GPU and uneven hosts end every rank with one line instead of some ranks waiting in a collective.
+void choose_gpu(TrainSetup& s) {
+  if (s.cfg.device != "cuda") return;
+  const auto [host_rank, host_ranks] = comm::MpiRuntime::get().host_rank_and_size();
+  const int gpus = visible_gpus();
+  // NCCL refuses two ranks on one GPU: that needs the host-staged MPI backend.
+  FS_CHECK(s.topology.backend != "nccl" || host_ranks <= gpus, host_ranks, " ranks share ", gpus, " GPU(s) on a host: ",
+           "NCCL needs one rank per GPU; use --set parallel.backend=mpi (host-staged collectives)");
+  s.topology.device = host_rank % gpus;
+  use_gpu(s.topology.device);
+}
+
+// The training data's tokenizer spec with its file's path absolute, so a checkpoint names it from anywhere.
+std::string absolute_tokenizer(const std::string& spec) {
+  const std::string prefix = "tiktoken:";
+  if (spec.rfind(prefix, 0) != 0) return spec;
+  const std::filesystem::path file = spec.substr(prefix.size());
+  return prefix + (file.is_absolute() || !std::filesystem::exists(file) ? file : std::filesystem::absolute(file)).string();
+}
+
 nlohmann::json memory_json(const plan::MemoryEstimate& e) {
   nlohmann::json j = {{"total", e.total()}};
   for (const auto& c : e.components) j[c.name] = c.bytes;
   return j;
+}
+
+// Whether a checkpoint is where the job's end rule stops it: step rounds end when every group has trained
+// train.steps; time-based rounds at the round where the first group reaches it. A round some group stopped
+// at without holding it (a stop between rounds) is still to come.
+bool finished(const CheckpointMeta& meta, const TrainConfig& cfg) {
+  for (bool pending : meta.pending_rounds)
+    if (pending) return false;
+  if (meta.group_steps.empty()) return meta.step >= cfg.steps;
+  const auto [lo, hi] = std::minmax_element(meta.group_steps.begin(), meta.group_steps.end());
+  return (cfg.round.rfind("seconds", 0) == 0 ? *hi : *lo) >= cfg.steps;
+}
+
+std::string describe_progress(const CheckpointMeta& meta) {
+  if (meta.group_steps.empty()) return cat("it is at step ", meta.step);
+  return cat("its groups are at steps ", nlohmann::json(meta.group_steps).dump());
 }
 
 // What emulation cannot do, refused before any collective: options whose effect depends on the real groups
@@ -173,6 +214,8 @@ TrainSetup prepare_training(const TrainConfig& cfg, int world_size, int world_ra
            build_description(), ")");
   FS_CHECK(cfg.backend != "nccl" || nccl_built, "parallel.backend = nccl needs a build against a CUDA LibTorch");
   s.topology.backend = cfg.backend == "auto" ? (cfg.device == "cuda" && nccl_built ? "nccl" : "mpi") : cfg.backend;
+  FS_CHECK(s.topology.backend != "nccl" || cfg.overlap == "none", nccl_overlap_refusal(cfg.overlap));
+  choose_gpu(s);
   // The HF directory is read (headers only) and checked whole before anything else: it may decide the model.
   std::shared_ptr<model::HfCheckpoint> hf;
   if (!cfg.init_from.empty()) hf = std::make_shared<model::HfCheckpoint>(cfg.init_from);
@@ -183,6 +226,7 @@ TrainSetup prepare_training(const TrainConfig& cfg, int world_size, int world_ra
   FS_CHECK(cfg.fused != "on" || cfg.optimizer == "adamw", "optim.fused = on applies to adamw only (optim.name = ",
            cfg.optimizer, ")");
   const auto manifest = data::Manifest::load(cfg.data_dir);
+  s.tokenizer = absolute_tokenizer(manifest.tokenizer.spec);
   FS_CHECK(!model_from_hf || (cfg.n_layers == 0 && cfg.tie_embeddings == "preset" && cfg.vocab_size == 0),
            "model.n_layers, model.tie_embeddings and model.vocab_size do not apply with model.init_from: the model is ",
            "the one ", hf->config_path(), " describes");
@@ -231,14 +275,18 @@ TrainSetup prepare_training(const TrainConfig& cfg, int world_size, int world_ra
       // Same layout: this rank reads (and verifies) its own file; re-slicing reads them all.
       auto meta = load_checkpoint_meta(*dir, s.model, /*verify_all_files=*/false, world_rank);
       if (!same_layout(meta, layout, s.strategy.name())) meta = load_checkpoint_meta(*dir, s.model, true, world_rank);
-      FS_CHECK(meta.step < cfg.steps, "checkpoint ", *dir, " is at step ", meta.step, ", train.steps is ", cfg.steps,
-               ": nothing left to train (raise --steps)");
-      FS_CHECK(meta.round_in_flight.empty() || cfg.overlap != "none", "checkpoint ", *dir, " holds a federation ",
-               "round in flight (written with federation.overlap); resume it with an overlap other than none");
+      FS_CHECK(!finished(meta, cfg), "checkpoint ", *dir, " ends the run: ", describe_progress(meta),
+               ", train.steps is ", cfg.steps, ": nothing left to train (raise --steps)");
       s.resume = std::move(meta);
     }
   }
   choose_group_ids(s);
+  if (s.resume) {
+    const auto relayout = same_layout(*s.resume, layout, s.strategy.name()) ? Relayout::Same
+                          : s.continues.empty()                              ? Relayout::Merge
+                                                                             : Relayout::PerGroup;
+    check_resume_contract(*s.resume, cfg, relayout);
+  }
   if (hf && !s.resume) s.init_from = hf;
   s.memory = preflight(s, world_rank);
   return s;
@@ -246,7 +294,8 @@ TrainSetup prepare_training(const TrainConfig& cfg, int world_size, int world_ra
 
 struct Trainer::StepResult {
   int64_t step = 0;
-  bool aggregated = false;
+  bool agreed = false;      // the groups agreed (a round, or a stop between rounds): `round` holds it
+  bool aggregated = false;  // a round took place
   bool stop = false;  // every rank agreed to stop after this step (preemption)
   double loss = 0;
   double lr = 0;
@@ -255,7 +304,7 @@ struct Trainer::StepResult {
   double optimizer_seconds = 0;
   double round_seconds = 0;  // the training thread's wait in the federation round's calls
   bool profiled = false;        // train.profile_steps: the profiler's overhead is in `seconds`
-  federation::Agreement round;  // when aggregated
+  federation::Agreement round;  // when agreed
   comm::LedgerSnapshot comm;
 };
 
@@ -269,17 +318,25 @@ Trainer::Trainer(TrainSetup setup) : s_(std::move(setup)) {
   if (engine_.aggregator)
     rounds_.emplace(cfg.sync_every, cfg.steps, group_tokens_per_step(), federation::parse_overlap(cfg.overlap),
                     sharded_->units().size(), federation::parse_round_seconds(cfg.round, cfg.sync_every));
-  slow_ = parallel::slow_factors(cfg.slow, topo_->layout()).at(static_cast<size_t>(topo_->world_rank()));
+  const auto factors = parallel::slow_factors(cfg.slow, topo_->layout());
+  slow_ = factors.at(static_cast<size_t>(topo_->world_rank()));
+  // An emulated clock runs at the pace of the group's slowest rank, as a real group does.
+  if (const double per_step = federation::parse_clock(cfg.clock); per_step > 0) {
+    double group_factor = 1;
+    for (int r : topo_->layout().group_members(topo_->world_rank())) group_factor = std::max(group_factor, factors.at(r));
+    clock_step_ = per_step * group_factor;
+  }
+  if (rounds_ && topo_->layout().groups() > 1) notice_.emplace(topo_->layout(), topo_->world_rank());
   make_sampler();
   if (s_.resume) {
+    // Every group goes on from its own step (groups differ under time-based rounds and after a stop between
+    // rounds), first holding the round it stopped at, if that one did not take place.
     const auto st = restore_checkpoint(*s_.resume, *topo_, s_.strategy.name(), *sharded_, *engine_.optimizer,
                                        engine_.aggregator.get(), s_.continues);
     start_step_ = st.step + 1;
-    // Time-based rounds: every group goes on from its own step.
-    if (!s_.resume->group_steps.empty() && same_layout(*s_.resume, topo_->layout(), s_.strategy.name()))
-      start_step_ = s_.resume->group_steps.at(static_cast<size_t>(topo_->coords().group)) + 1;
+    pending_round_ = st.pending_round;
     tokens_before_start_ = st.tokens;
-    if (rounds_) rounds_->restore(st.step, st.steps_since_sync, st.syncs);
+    if (rounds_) rounds_->restore(st.step, st.steps_since_sync, st.syncs, st.round_time);
   }
   tokens_agreed_ = tokens_before_start_;
   step_agreed_ = start_step_ - 1;
@@ -292,22 +349,12 @@ Trainer::Trainer(TrainSetup setup) : s_(std::move(setup)) {
 
 at::Device Trainer::place_rank() {
   const auto& cfg = s_.cfg;
-  auto& mpi = comm::MpiRuntime::get();
-  const auto [host_rank, host_ranks] = mpi.host_rank_and_size();
+  const int host_ranks = comm::MpiRuntime::get().host_rank_and_size().second;
   threads_ = cfg.threads > 0 ? static_cast<int>(cfg.threads)
                              : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / host_ranks);
   at::set_num_threads(threads_);
   if (cfg.device != "cuda") return at::kCPU;
-  const int gpus = static_cast<int>(at::detail::getCUDAHooks().getNumGPUs());
-  // NCCL refuses two ranks on one GPU: that needs the host-staged MPI backend.
-  if (s_.topology.backend == "nccl" && host_ranks > gpus)
-    throw Error(cat(host_ranks, " ranks share ", gpus, " GPU(s) on a host: NCCL needs one rank per GPU; use "
-                    "--set parallel.backend=mpi (host-staged collectives)"))
-        .reported_by(mpi.world_rank() == 0)
-        .everywhere(true);
-  const at::Device device(at::kCUDA, static_cast<c10::DeviceIndex>(host_rank % gpus));
-  s_.topology.device = device.index();
-  return device;
+  return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(s_.topology.device));  // choose_gpu's
 }
 
 EngineSpec Trainer::engine_spec(at::Device device) const {
@@ -402,6 +449,8 @@ nlohmann::json Trainer::resolved_config() const {
                    {"attention", cfg.attention == "math" || !model::sdpa_available() ? "math" : "sdpa"},
                    {"parameters", s_.model.param_count()},
                    {"vocab_size", s_.model.vocab_size},
+                   {"data_dir", std::filesystem::absolute(cfg.data_dir).lexically_normal().string()},
+                   {"tokenizer", s_.tokenizer},
                    {"warmup_steps", lr_.warmup},
                    {"peak_flops_per_rank", peak_flops_},
                    {"memory_estimate_bytes", memory_json(s_.memory)}};
@@ -506,10 +555,11 @@ Trainer::StepResult Trainer::train_step(int64_t step) {
   StepResult r;
   r.step = step;
   r.lr = lr_.at(step);
-  // Each held group's loss, then the preemption signal and, under time-based rounds, the group's first rank's
-  // "time is up": the group agrees on all of them in one all-reduce after the step.
+  // Each held group's loss, then the preemption signal, under time-based rounds the group's first rank's
+  // "time is up", and under federation whether a rank's slices hold a non-finite value: the group agrees on
+  // all of them in one all-reduce after the step.
   const size_t held = samplers_.size();
-  auto l = at::zeros({static_cast<int64_t>(held) + 2}, at::TensorOptions().dtype(at::kDouble).device(device));
+  auto l = at::zeros({static_cast<int64_t>(held) + 3}, at::TensorOptions().dtype(at::kDouble).device(device));
   at::Tensor grad_norm;
   for (size_t j = 0; j < held; ++j) {
     if (held_) held_->load(static_cast<int>(j));
@@ -524,8 +574,13 @@ Trainer::StepResult Trainer::train_step(int64_t step) {
     r.optimizer_seconds += std::chrono::duration<double>(Clock::now() - opt0).count();
     if (held_) held_->save(static_cast<int>(j));
   }
-  maybe_inject_fault(FaultPoint::Step, topo_->world_rank(), step);
-  if (slow_ > 1) {  // train.slow: the step's kernels done, sleep (factor - 1) x its time
+  maybe_inject_fault(FaultPoint::Step, topo_->world_rank(), step, [this] { return notice_ && notice_->received(); });
+  if (inject_inf(topo_->world_rank(), step)) {
+    at::NoGradGuard no_grad;
+    sharded_->units().at(1)->flat().shard().detach()[0].fill_(std::numeric_limits<double>::infinity());
+  }
+  // train.slow: the step's kernels done, sleep (factor - 1) x its time; an emulated clock counts it instead.
+  if (slow_ > 1 && clock_step_ == 0) {
     if (!device.is_cpu()) at::zeros({1}, at::TensorOptions().device(device)).item<float>();
     std::this_thread::sleep_for((slow_ - 1) * std::chrono::duration<double>(Clock::now() - t0));
   }
@@ -533,16 +588,19 @@ Trainer::StepResult Trainer::train_step(int64_t step) {
   // The logged loss is the mean over this rank's federation group (its first held group under emulation): no
   // per-step traffic crosses groups.
   const auto flag = static_cast<int64_t>(held);
-  l[flag] = preemption_signal() != 0 ? 1.0 : 0.0;
-  const bool mine_up = rounds_ && rounds_->timed() && topo_->coords().position == 0 &&
-                       rounds_->time_up(std::chrono::duration<double>(Clock::now() - t0).count());
+  l[flag] = preemption_signal() != 0 || (notice_ && notice_->received()) ? 1.0 : 0.0;
+  const double step_time = clock_step_ > 0 ? clock_step_ : std::chrono::duration<double>(Clock::now() - t0).count();
+  const bool mine_up = rounds_ && rounds_->timed() && topo_->coords().position == 0 && rounds_->time_up(step_time);
   l[flag + 1] = mine_up ? 1.0 : 0.0;
+  if (rounds_ && (rounds_->timed() || rounds_->due(step))) l[flag + 2] = engine_.aggregator->nonfinite_flag();
   if (inject_nan(topo_->world_rank(), step)) l[0].fill_(std::nan(""));
   topo_->group().all_reduce(l, comm::ReduceOp::Mean, comm::Traffic::Control)->wait();
   const auto host = l.cpu();
   r.loss = host[0].item<double>();
   group_stop_ = host[flag].item<double>() > 0;
   const bool time_up = host[flag + 1].item<double>() > 0;
+  const bool nonfinite = host[flag + 2].item<double>() > 0;
+  if (group_stop_ && notice_) notice_->send();
   if (topo_->layout().groups() == 1) r.stop = group_stop_;
   if (s_.cfg.defer_host_sync) r.grad_norm = grad_norm.item<double>();
   for (size_t j = 0; j < held; ++j) {
@@ -555,7 +613,6 @@ Trainer::StepResult Trainer::train_step(int64_t step) {
   }
 
   if (rounds_) {
-    auto& agg = *engine_.aggregator;
     const auto& cfg = s_.cfg;
     rounds_->count_step();
     const bool due = rounds_->due(step, time_up);
@@ -569,31 +626,14 @@ Trainer::StepResult Trainer::train_step(int64_t step) {
     }
     const auto round0 = Clock::now();
     if (due) {
-      if (agg.in_flight()) agg.finish();
-      // Groups agree on a stop inside themselves every step (above) and with each other here; time-based
-      // rounds also agree here on the evaluations and checkpoints that any group's steps made due.
-      federation::Vote v;
-      v.stop = group_stop_;
-      v.last = step == cfg.steps;
-      v.checkpoint = checkpoint_wanted_ || (cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0);
-      v.evaluate = eval_wanted_ || (cfg.eval_every > 0 && step % cfg.eval_every == 0);
-      v.step = step;
-      v.steps_in_round = rounds_->steps_since_sync();
-      v.launch_tokens = static_cast<double>((step - start_step_ + 1) * group_tokens_per_step());
-      // Held groups enter the round as their mean, weighted as all of them, and all leave it with the result.
-      if (held_) held_->combine(cfg.inner_state == "average");
-      r.round = agg.begin(rounds_->units(step), rounds_->weight(step), v);
-      r.stop = r.round.any.stop;
-      rounds_->count_sync(step);
-      if (!rounds_->leave_in_flight(r.round.any.last)) agg.finish();
-      if (held_) held_->distribute(cfg.inner_state != "keep");
-      r.aggregated = true;
-      if (rounds_->timed()) {
-        tokens_agreed_ = tokens_before_start_ + static_cast<int64_t>(r.round.launch_tokens);
-        step_agreed_ = step;
-      }
+      federate(step, nonfinite, r);
+    } else if (group_stop_ && topo_->layout().groups() > 1) {
+      // Between rounds: stop at this step rather than at the next round (which may be past the grace time).
+      r.round = engine_.aggregator->vote_stop(vote(step, nonfinite));
+      r.agreed = true;
+      r.stop = true;
     } else {
-      agg.progress();
+      engine_.aggregator->progress();
       if (rounds_->timed()) {
         checkpoint_wanted_ = checkpoint_wanted_ || (cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0);
         eval_wanted_ = eval_wanted_ || (cfg.eval_every > 0 && step % cfg.eval_every == 0);
@@ -604,6 +644,73 @@ Trainer::StepResult Trainer::train_step(int64_t step) {
   r.seconds = std::chrono::duration<double>(Clock::now() - t0).count() - excluded_seconds;
   r.comm = comm::Ledger::instance().snapshot() - comm0 - excluded_comm;
   return r;
+}
+
+federation::Vote Trainer::vote(int64_t step, bool nonfinite) const {
+  const auto& cfg = s_.cfg;
+  federation::Vote v;
+  // Groups agree on a stop inside themselves every step and with each other here; time-based rounds also
+  // agree here on the evaluations and checkpoints that any group's steps made due.
+  v.stop = group_stop_;
+  v.last = step == cfg.steps;
+  v.checkpoint = checkpoint_wanted_ || (cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0);
+  v.evaluate = eval_wanted_ || (cfg.eval_every > 0 && step % cfg.eval_every == 0);
+  v.nonfinite = nonfinite;
+  v.step = step;
+  v.steps_in_round = rounds_->steps_since_sync();
+  v.round = rounds_->syncs() + 1;
+  v.launch_tokens = static_cast<double>((step - start_step_ + 1) * group_tokens_per_step());
+  return v;
+}
+
+void Trainer::federate(int64_t step, bool nonfinite, StepResult& r) {
+  const auto& cfg = s_.cfg;
+  auto& agg = *engine_.aggregator;
+  if (agg.in_flight()) agg.finish();
+  // Held groups enter the round as their mean, weighted as all of them, and all leave it with the result.
+  if (held_) held_->combine(cfg.inner_state == "average");
+  r.round = agg.begin(rounds_->units(step), rounds_->weight(step), vote(step, nonfinite));
+  r.agreed = true;
+  r.stop = r.round.any.stop;
+  // Another group stopped between rounds: this round is held first thing after the resume.
+  pending_round_ = !r.round.issued;
+  if (pending_round_) return;
+  rounds_->count_sync(step);
+  if (!rounds_->leave_in_flight(r.round.any.last)) agg.finish();
+  if (held_) held_->distribute(cfg.inner_state != "keep");
+  r.aggregated = true;
+  if (rounds_->timed()) {
+    tokens_agreed_ = tokens_before_start_ + static_cast<int64_t>(r.round.launch_tokens);
+    step_agreed_ = step;
+  }
+}
+
+void Trainer::save(const StepResult& r) {
+  const auto& cfg = s_.cfg;
+  TrainingState st;
+  st.step = r.step;
+  if (rounds_) {
+    st.steps_since_sync = rounds_->steps_since_sync();
+    st.syncs = rounds_->syncs();
+    st.round_time = rounds_->round_time();
+  }
+  st.group_ids = s_.group_ids;
+  st.tokens = tokens_through(r.step);
+  st.tokenizer = s_.tokenizer;
+  // Where the groups met at different steps (time-based rounds, a stop between rounds), each goes on from
+  // its own; the checkpoint is named by group 0's.
+  if (r.agreed) {
+    const auto& steps = r.round.steps;
+    const bool differ = std::any_of(steps.begin(), steps.end(), [&](int64_t x) { return x != steps.front(); });
+    if (rounds_->timed() || differ || !r.round.issued) {
+      st.step = steps.front();
+      st.group_steps = steps;
+    }
+    if (!r.round.issued) st.pending_rounds = r.round.at_round;
+  }
+  save_checkpoint(cfg.out, static_cast<int>(cfg.checkpoint_keep), st, resolved_, s_.model, *topo_, *sharded_,
+                  *engine_.optimizer, engine_.aggregator.get());
+  checkpoint_wanted_ = false;
 }
 
 void Trainer::log_step(const StepResult& r) {
@@ -667,18 +774,21 @@ TrainSummary Trainer::run() {
   bool eval_due = false;
   const bool timed = rounds_ && rounds_->timed();
   int64_t last_step = cfg.steps;
-  for (int64_t step = start_step_; step <= cfg.steps; ++step) {
-    if (profiler_) profiler_->before_step(step);
-    StepResult r = train_step(step);
-    r.profiled = profiler_ && profiler_->after_step(step);
+  // What follows a step (or, after a resume, the round this group stopped at): evaluation, checkpoint, the
+  // stop or the end. `replayed`: that step was trained and logged before the checkpoint.
+  enum class Next { Continue, Stop, End };
+  auto conclude = [&](StepResult& r, bool replayed) {
+    const int64_t step = r.step;
     // Time-based rounds end the job at the round where the first group reaches train.steps.
     const bool last = timed ? r.aggregated && r.round.any.last : step == cfg.steps;
-    for (comm::Tier t : comm::kTiers) step_bytes_[static_cast<int>(t)] += r.comm.sent_bytes(t);
-    if (step > start_step_ && !r.profiled) {  // the first step includes one-time allocation and warm-up
-      step_seconds_sum_ += r.seconds;
-      ++timed_steps_;
+    if (!replayed) {
+      for (comm::Tier t : comm::kTiers) step_bytes_[static_cast<int>(t)] += r.comm.sent_bytes(t);
+      if (step > start_step_ && !r.profiled) {  // the first step includes one-time allocation and warm-up
+        step_seconds_sum_ += r.seconds;
+        ++timed_steps_;
+      }
+      if (step % cfg.log_every == 0 || last) log_step(r);
     }
-    if (step % cfg.log_every == 0 || last) log_step(r);
     if (timed && r.aggregated)
       metrics_.write({{"type", "round"}, {"step", step}, {"tokens", tokens_through(step)}, {"group_steps", r.round.steps}});
     // Under federation only an aggregation produces the global model: a due evaluation waits for the next.
@@ -697,26 +807,16 @@ TrainSummary Trainer::run() {
       eval_due = false;
       eval_wanted_ = false;
     }
-    if (rank0) {
+    if (rank0 && !replayed) {
       const double tok_per_s = static_cast<double>(world_tokens_per_step()) / r.seconds;
       char extra[64] = "";
       if (last_val_ppl_ > 0) std::snprintf(extra, sizeof extra, "val ppl %.3f", last_val_ppl_);
       progress.update(step, r.loss, r.lr, tok_per_s, extra);
     }
-    // A stop is agreed by every rank at the same point: at a round, or every step with one group.
+    // A stop is agreed by every rank at the same point: at an agreement, or every step with one group.
     const bool checkpoint = !s_.emulation.active() && (r.stop || (timed ? r.aggregated && (r.round.any.checkpoint || last)
                                              : (cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0) || last));
-    if (checkpoint) {
-      // Time-based rounds: every group is at its own step; the checkpoint is named by group 0's.
-      const bool per_group = timed && r.aggregated;
-      save_checkpoint(cfg.out, static_cast<int>(cfg.checkpoint_keep),
-                      {per_group ? r.round.steps.front() : step, rounds_ ? rounds_->steps_since_sync() : 0,
-                       rounds_ ? rounds_->syncs() : 0, s_.group_ids, tokens_through(step),
-                       per_group ? r.round.steps : std::vector<int64_t>{}},
-                      resolved_,
-                      s_.model, *topo_, *sharded_, *engine_.optimizer, engine_.aggregator.get());
-      checkpoint_wanted_ = false;
-    }
+    if (checkpoint) save(r);
     if (r.stop) {
       progress.finish();
       if (profiler_) profiler_->finish();
@@ -726,15 +826,30 @@ TrainSummary Trainer::run() {
                      static_cast<long long>(step),
                      s_.emulation.active() ? "(emulated: no checkpoint)" : "with a checkpoint", kPreemptedExit);
       }
-      TrainSummary summary;
-      summary.steps = step;
-      summary.preempted = true;
-      return summary;
+      return Next::Stop;
     }
-    if (last) {
-      last_step = step;
-      break;
-    }
+    return last ? Next::End : Next::Continue;
+  };
+  Next next = Next::Continue;
+  if (pending_round_) {
+    StepResult r;
+    r.step = start_step_ - 1;
+    federate(r.step, /*nonfinite=*/false, r);
+    next = conclude(r, /*replayed=*/true);
+    if (next == Next::End) last_step = r.step;
+  }
+  for (int64_t step = start_step_; step <= cfg.steps && next == Next::Continue; ++step) {
+    if (profiler_) profiler_->before_step(step);
+    StepResult r = train_step(step);
+    r.profiled = profiler_ && profiler_->after_step(step);
+    next = conclude(r, /*replayed=*/false);
+    if (next != Next::Continue) last_step = step;
+  }
+  if (next == Next::Stop) {
+    TrainSummary summary;
+    summary.steps = last_step;
+    summary.preempted = true;
+    return summary;
   }
   progress.finish();
   if (profiler_) profiler_->finish();

@@ -25,6 +25,7 @@
 #include "train/lr_schedule.h"
 #include "train/metrics.h"
 #include "train/step_profiler.h"
+#include "train/stop_notice.h"
 
 namespace fedshard::train {
 
@@ -43,8 +44,9 @@ struct TrainSetup {
   std::optional<CheckpointMeta> resume;  // checked (files present, checksums) before any collective
   std::vector<int> group_ids;            // stable id of each group of this run
   std::vector<int> continues;            // resuming onto another group layout: checkpoint group per group
-  std::shared_ptr<model::HfCheckpoint> init_from;
-  plan::MemoryEstimate memory;  // this rank's predicted peak (preflight)  // checked HF directory, when initializing from one
+  std::shared_ptr<model::HfCheckpoint> init_from;  // checked HF directory, when initializing from one
+  plan::MemoryEstimate memory;  // this rank's predicted peak (preflight)
+  std::string tokenizer;        // the data's tokenizer spec, file paths absolute (checkpoints carry it)
 };
 
 TrainSetup prepare_training(const TrainConfig& cfg, int world_size, int world_rank);
@@ -73,10 +75,16 @@ class Trainer {
   void make_sampler();
   void open_run_files();
   StepResult train_step(int64_t step);
+  // This group's vote at `step` (a round's, or a stop's between rounds).
+  federation::Vote vote(int64_t step, bool nonfinite) const;
+  // The round after `step`: finishes the one in flight, agrees, issues this one (finishes it unless it may
+  // stay in flight). Sets r's round, stop and aggregated.
+  void federate(int64_t step, bool nonfinite, StepResult& r);
   // Forward and backward over every micro-batch this rank plays for held group j (its virtual ranks x
   // train.grad_accum), gradients reduced once; returns the mean loss (a device scalar).
   at::Tensor forward_backward(int64_t step, size_t j);
   void log_step(const StepResult& r);
+  void save(const StepResult& r);  // a checkpoint after r's step (collective over the world)
   // Evaluates over `comm` (the world for the global model, the group for a group's local model); rank 0 logs.
   void log_eval(int64_t step, const std::string& model_kind, comm::Communicator& comm);
   nlohmann::json link_summary() const;  // null without link emulation
@@ -108,7 +116,10 @@ class Trainer {
   int64_t start_step_ = 1;
   int64_t tokens_before_start_ = 0;  // trained on by the run (all its launches) before start_step_
   bool group_stop_ = false;  // this rank's group agreed on a preemption signal
+  std::optional<StopNotice> notice_;  // several groups: tells the others when this one stops
+  bool pending_round_ = false;  // this group stopped at a round that did not take place (restored: hold it first)
   double slow_ = 1;          // train.slow: this rank's compute stretch
+  double clock_step_ = 0;    // federation.clock = emulated: the seconds one step of this group counts, else 0
   // Time-based rounds: due evaluations/checkpoints wait for the next round's agreement; tokens of all groups
   // as of the last round (at this rank's step step_agreed_).
   bool checkpoint_wanted_ = false, eval_wanted_ = false;

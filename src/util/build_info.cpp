@@ -37,6 +37,15 @@ bool built_with_cuda() {
 #endif
 }
 
+void use_gpu(int device) {
+#ifdef FEDSHARD_CUDA
+  const cudaError_t rc = cudaSetDevice(device);
+  FS_CHECK(rc == cudaSuccess, "cannot use GPU ", device, ": ", cudaGetErrorString(rc));
+#else
+  (void)device;
+#endif
+}
+
 int visible_gpus() {
 #ifdef FEDSHARD_CUDA
   return device_count(nullptr);
