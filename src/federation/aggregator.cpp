@@ -305,6 +305,17 @@ at::Tensor Aggregator::nonfinite_flag() const {
   return at::isfinite(sum).logical_not().to(at::kDouble);
 }
 
+int64_t Aggregator::global_checksum() const {
+  at::NoGradGuard no_grad;
+  int64_t sum = 0;
+  for (size_t u = 0; u < model_.units().size(); ++u) {
+    // Without a kept copy the model is the global one right after a round that did not stay in flight.
+    const auto slice = global_.empty() ? slice_of(u, model_.units()[u]->flat().shard().detach()) : global_[u];
+    sum += slice.contiguous().view(at::kInt).to(at::kLong).sum().item<int64_t>();
+  }
+  return sum;
+}
+
 void Aggregator::progress() {
   if (!round_ || round_->settled) return;
   // In order, so that every rank queues the all-gathers on the federation lane in the same order.

@@ -100,6 +100,10 @@ class Aggregator {
   void settle();
   // 1 where this rank's slices hold a NaN or infinity, else 0: a device scalar, queued without a host sync.
   at::Tensor nonfinite_flag() const;
+  // This rank's part of a checksum of the last global model: the sum of the bit patterns (as 32-bit integers)
+  // of its slices of it. Slices partition each group's model, so a group's checksum is the sum over its ranks
+  // (modulo 2^64), the same in every group exactly when they hold the same global model (federation.audit).
+  int64_t global_checksum() const;
 
   // Runs fn while every rank's shard holds the latest global model instead of its group's own (evaluation
   // under overlap, where no step ends with the groups equal). Collective over the world.

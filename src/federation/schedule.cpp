@@ -68,8 +68,8 @@ Schedule::Schedule(int64_t sync_every, int64_t last_step, int64_t tokens_per_ste
                    double round_seconds)
     : sync_every_(sync_every), last_step_(last_step), tokens_per_step_(tokens_per_step), overlap_(overlap),
       units_(units), steps_since_(static_cast<size_t>(overlap.fragments), 0), round_seconds_(round_seconds) {
-  FS_CHECK(overlap_.fragments <= static_cast<int64_t>(units_), "federation.overlap = streaming:", overlap_.fragments,
-           " needs at least as many units as fragments; the model has ", units_);
+  // Refused at start-up (train/option_space.cpp, "streaming-units").
+  FS_ASSERT(overlap_.fragments <= static_cast<int64_t>(units_), "streaming:", overlap_.fragments, " over ", units_, " units");
 }
 
 int64_t Schedule::fragment(int64_t step) const {

@@ -148,9 +148,10 @@ RankBytes rank_bytes(const comm::Layout& l, int rank, const Cluster& cluster, co
   auto make = [&](const std::string& name, const std::vector<int>& members) {
     return Comm{name, static_cast<int>(members.size()), l.tier(members)};
   };
-  auto add = [&](const Comm& c, comm::Collective kind, double bytes, bool per_round, bool control) {
+  auto add = [&](const Comm& c, comm::Collective kind, double bytes, bool per_round, bool control, int unit = -1) {
     if (c.size <= 1) return;
     CollectiveCost cc;
+    cc.unit = unit;
     cc.comm = c.name;
     cc.tier = c.tier;
     cc.kind = kind;
@@ -177,7 +178,8 @@ RankBytes rank_bytes(const comm::Layout& l, int rank, const Cluster& cluster, co
     const int call_sites = (tied && u == 0) ? 2 : 1;
     // Mirrors ShardedUnit: a second gather in backward only when the unit was freed after forward.
     const int gathers = recompute && w.reshard_after_forward && call_sites == 1 ? 2 : 1;
-    for (int k = 0; k < gathers; ++k) add(shard, comm::Collective::AllGather, padded * w.param_bytes, false, false);
+    // Every micro-batch gathers again (ShardedUnit: the reduction waits for the last one, with sync on).
+    for (int k = 0; k < gathers * w.grad_accum; ++k) add(shard, comm::Collective::AllGather, padded * w.param_bytes, false, false);
     add(shard, comm::Collective::ReduceScatter, padded * w.reduce_bytes, false, false);
     const auto [a, b] = l.shard_range(static_cast<int64_t>(padded), rank);
     const double shard_len = static_cast<double>(b - a);
@@ -186,7 +188,7 @@ RankBytes rank_bytes(const comm::Layout& l, int rank, const Cluster& cluster, co
       for (const auto& [seg, c] : segments) {
         const auto [sa, sb] = l.segment_range(seg, static_cast<int64_t>(padded));
         if (w.compress == "none") {
-          add(c, comm::Collective::AllReduce, static_cast<double>(sb - sa) * w.reduce_bytes, true, false);
+          add(c, comm::Collective::AllReduce, static_cast<double>(sb - sa) * w.reduce_bytes, true, false, static_cast<int>(u));
           continue;
         }
         // Mirrors Aggregator::issue_compressed: G chunks of whole granules, all-to-all then all-gather.
@@ -194,10 +196,21 @@ RankBytes rank_bytes(const comm::Layout& l, int rank, const Cluster& cluster, co
         const int64_t g = c.size, granule = codec.granule();
         const int64_t chunk = (sb - sa + g * granule - 1) / (g * granule) * granule;
         const double wire = static_cast<double>(g * codec.encoded_bytes(chunk));
-        add(c, comm::Collective::AllToAll, wire, true, false);
-        add(c, comm::Collective::AllGather, wire, true, false);
+        add(c, comm::Collective::AllToAll, wire, true, false, static_cast<int>(u));
+        add(c, comm::Collective::AllGather, wire, true, false, static_cast<int>(u));
       }
-      add(replica, comm::Collective::AllGather, shard_len * w.master_bytes, true, false);
+      add(replica, comm::Collective::AllGather, shard_len * w.master_bytes, true, false, static_cast<int>(u));
+      // Mirrors Aggregator::average_state: AdamW's exp_avg and exp_avg_sq, averaged as a plain round in the
+      // master dtype and gathered over `replica`.
+      if (w.inner_state == "average")
+        for (int moment = 0; moment < 2; ++moment) {
+          for (const auto& [seg, c] : segments) {
+            const auto [sa, sb] = l.segment_range(seg, static_cast<int64_t>(padded));
+            add(c, comm::Collective::AllReduce, static_cast<double>(sb - sa) * w.master_bytes, true, false,
+                static_cast<int>(u));
+          }
+          add(replica, comm::Collective::AllGather, shard_len * w.master_bytes, true, false, static_cast<int>(u));
+        }
     }
   }
   add(shard, comm::Collective::AllReduce, 8, false, true);  // global grad norm
@@ -225,7 +238,8 @@ StrategyPlan plan_strategy(const Cluster& cluster, const Workload& w, const Stra
     for (const auto& c : b.collectives)
       if (!c.control && c.per_round && c.tier == comm::Tier::InterGroup)
         p.inter_group_data_bytes_per_round += comm::ring_bus_bytes(c.kind, c.full_bytes, c.ranks) * c.count;
-    if (r == l.first_rank(l.coords(r).group)) p.groups.push_back(std::move(b));
+    if (r == l.first_rank(l.coords(r).group)) p.groups.push_back(b);
+    p.ranks.push_back(std::move(b));
   }
   p.collectives = p.groups.front().collectives;
 
@@ -272,7 +286,7 @@ StrategyPlan plan_strategy(const Cluster& cluster, const Workload& w, const Stra
     }
   }
 
-  const double tokens_per_rank = static_cast<double>(w.batch_per_rank * w.seq_len);
+  const double tokens_per_rank = static_cast<double>(w.batch_per_rank * w.seq_len * w.grad_accum);
   const auto flops = unit_forward_flops(w);
   double forward_flops = 0;
   for (double f : flops) forward_flops += f;
@@ -290,16 +304,20 @@ StrategyPlan plan_strategy(const Cluster& cluster, const Workload& w, const Stra
   const double pass_seconds = p.compute_seconds - w.optimizer_seconds;
   for (size_t u = 0; u < units.size(); ++u) {
     const double share = forward_flops > 0 ? flops[u] / forward_flops : 1.0 / static_cast<double>(units.size());
-    times[u].fwd = share * pass_seconds / passes;
+    times[u].fwd = share * pass_seconds / passes / w.grad_accum;  // one micro-batch's
     times[u].bwd = 2.0 * times[u].fwd;
   }
+  // The micro-batches before the last reduce nothing.
+  auto accumulating = times;
+  for (auto& t : accumulating) t.reduce = t.replica = 0;
   double control_seconds = 0;
   for (const auto& c : p.collectives)
     if (c.control && !c.per_round) control_seconds += c.seconds;
   // A plain aggregation round has no compute to hide behind: it adds its whole time every K steps. Left in
   // flight (delayed, or streaming's F fragments of 1/F each every K/F steps) its data moves on the federation
   // lane during the next K steps and only what does not fit shows; the weight/stop agreement always shows.
-  const double inner = w.overlap ? simulate_step(times, recompute, control_seconds + w.optimizer_seconds)
+  const double inner = w.overlap ? (w.grad_accum - 1) * simulate_step(accumulating, recompute, 0.0) +
+                                       simulate_step(times, recompute, control_seconds + w.optimizer_seconds)
                                  : p.compute_seconds + p.step_comm_seconds;
   double round_exposed = p.round_comm_seconds;
   if (w.round_overlap != "none")

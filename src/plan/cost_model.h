@@ -48,7 +48,8 @@ Cluster cluster_preset(const std::string& name, int nodes);
 struct Workload {
   model::ModelConfig model;
   int64_t params_override = 0;  // >0: a bare parameter count, priced as one unit
-  int64_t batch_per_rank = 2;   // sequences
+  int64_t batch_per_rank = 2;   // sequences per micro-batch
+  int grad_accum = 1;           // micro-batches per step: each gathers the parameters again; gradients reduce once
   int64_t seq_len = 2048;
   int param_bytes = 2;   // bytes per element gathered (compute dtype)
   int reduce_bytes = 4;  // bytes per element of gradient reductions and the federation average (reduce dtype)
@@ -63,6 +64,7 @@ struct Workload {
   std::string round_overlap = "none";
   std::string slow;          // train.slow: RANK=FACTOR,group:G=FACTOR (parallel/slow_ranks.h)
   bool timed_rounds = false;  // federation.round = seconds:T: no group waits for a slower one between rounds
+  std::string inner_state = "keep";  // federation.inner_state: average also averages AdamW's two moments per round
   std::string activation_checkpointing = "auto";  // auto | on | off
 };
 
@@ -75,6 +77,7 @@ struct CollectiveCost {
   int count = 1;          // times issued per step (per round for sync collectives)
   bool per_round = false;  // issued at each aggregation (every K steps), not every step
   bool control = false;
+  int unit = -1;           // the unit a round's collective averages (a streaming round covers some units only)
   double seconds = 0;  // alpha-beta time of one issue
 };
 
@@ -92,6 +95,7 @@ struct StrategyPlan {
   // of a group send the same bytes).
   std::vector<CollectiveCost> collectives;
   std::vector<RankBytes> groups;
+  std::vector<RankBytes> ranks;  // every rank's (groups of different sizes send different bytes)
   double inter_group_data_bytes_per_round = 0;  // one round, summed over all ranks: 2 (G - 1) Psi b
   std::array<double, comm::kNumTiers> bytes_per_step{};   // step collectives + rounds / K
   std::array<double, comm::kNumTiers> bytes_per_round{};  // one aggregation round

@@ -9,6 +9,7 @@
 
 #include "comm/link_emulation.h"
 #include "federation/schedule.h"
+#include "train/option_space.h"
 #include "train/step_profiler.h"
 #include "util/error.h"
 #include "util/int_list.h"
@@ -136,6 +137,7 @@ const std::vector<Binding>& bindings() {
       key_binding("federation.normalize", &TrainConfig::normalize, "none | steps (FedNova: each group's delta divided by its steps, rescaled by the mean)"),
       key_binding("federation.eval_after_sync", &TrainConfig::eval_after_sync, "evaluate the global model after every aggregation"),
       key_binding("federation.eval_group_model", &TrainConfig::eval_group_model, "also evaluate group 0's local model before each aggregation"),
+      key_binding("federation.audit", &TrainConfig::audit, "after every round each rank appends its part of a checksum of the global model to RUN/audit/rank-R.jsonl (summed over a group's ranks, equal in every group; tests/pairwise.py compares them)"),
       key_binding("network.node", &TrainConfig::link_node, "emulated link of the node tier: BANDWIDTH,LATENCY (e.g. 100Gbit/s,2us)"),
       key_binding("network.inter_node", &TrainConfig::link_inter_node, "emulated link between nodes of a group"),
       key_binding("network.inter_group", &TrainConfig::link_inter_group, "emulated link between federation groups"),
@@ -188,11 +190,8 @@ void validate(const TrainConfig& c) {
   FS_CHECK(one_of(c.fused, {"auto", "on", "off"}), "optim.fused must be auto, on or off, got '", c.fused, "'");
   FS_CHECK(one_of(c.reduce_dtype, {"float32", "bfloat16", "float64"}),
            "parallel.reduce_dtype must be float32, bfloat16 or float64, got '", c.reduce_dtype, "'");
-  FS_CHECK(!(c.reduce_dtype == "float64" && c.dtype != "float64"), "parallel.reduce_dtype = float64 is wider than model.dtype = ",
-           c.dtype, ": reductions land in the master dtype");
   FS_CHECK(one_of(c.backend, {"auto", "mpi", "nccl"}), "parallel.backend must be auto, mpi or nccl, got '", c.backend, "'");
   FS_CHECK(c.backend != "nccl" || c.device == "cuda", "parallel.backend = nccl needs model.device = cuda");
-  FS_CHECK(c.backend != "nccl" || c.overlap == "none", nccl_overlap_refusal(c.overlap));
   FS_CHECK(one_of(c.optimizer, {"adamw", "sgd"}), "optim.name must be adamw or sgd, got '", c.optimizer, "'");
   FS_CHECK(c.lr > 0 && std::isfinite(c.lr), "optim.lr must be a positive number, got ", c.lr);
   FS_CHECK(c.min_lr_ratio >= 0 && c.min_lr_ratio <= 1, "optim.min_lr_ratio must be in [0, 1], got ", c.min_lr_ratio);
@@ -215,16 +214,10 @@ void validate(const TrainConfig& c) {
   FS_CHECK(c.outer_momentum >= 0 && c.outer_momentum < 1, "federation.outer_momentum must be in [0, 1)");
   FS_CHECK(one_of(c.inner_state, {"keep", "average", "reset"}), "federation.inner_state must be keep, average or reset, got '",
            c.inner_state, "'");
-  const auto overlap = federation::parse_overlap(c.overlap);
-  FS_CHECK(c.sync_every % overlap.fragments == 0, "federation.overlap = ", c.overlap,
-           " needs parallel.sync_every (", c.sync_every, ") to be a multiple of the fragment count");
-  FS_CHECK(federation::parse_round_seconds(c.round, c.sync_every) == 0 || overlap.fragments == 1,
-           "federation.overlap = ", c.overlap, " staggers fragments by steps; it needs federation.round = steps");
-  FS_CHECK(federation::parse_clock(c.clock) == 0 || federation::parse_round_seconds(c.round, c.sync_every) > 0,
-           "federation.clock = ", c.clock, " measures the steps of time-based rounds; it needs federation.round = seconds:T");
+  federation::parse_overlap(c.overlap);
+  federation::parse_round_seconds(c.round, c.sync_every);
+  federation::parse_clock(c.clock);
   FS_CHECK(one_of(c.normalize, {"none", "steps"}), "federation.normalize must be none or steps, got '", c.normalize, "'");
-  FS_CHECK(c.normalize == "none" || c.inner_state != "average", "federation.normalize = steps rescales model deltas; ",
-           "it does not apply to federation.inner_state = average (use keep or reset)");
   FS_CHECK(one_of(c.compress, {"none", "bf16", "int8"}), "federation.compress must be none, bf16 or int8, got '",
            c.compress, "'");
   FS_CHECK(c.compress_block > 0 && c.compress_block % 4 == 0,
@@ -240,16 +233,11 @@ void validate(const TrainConfig& c) {
            "' reaches past train.steps (", c.steps, ")");
   for (const auto* link : {&c.link_node, &c.link_inter_node, &c.link_inter_group})
     if (!link->empty()) comm::parse_link_spec(*link);
+  // The combinations of values that are refused (what needs no start-up fact): train/option_space.h.
+  check_options(Combination{c});
 }
 
 }  // namespace
-
-std::string nccl_overlap_refusal(const std::string& overlap) {
-  return cat("federation.overlap = ", overlap, " needs a federation lane of its own, which the nccl backend does not ",
-             "have (a round in flight would queue on its one stream ahead of the next step's collectives, and ",
-             "compressed rounds' second halves could queue in a different order on different ranks); use ",
-             "--set parallel.backend=mpi or federation.overlap = none");
-}
 
 nlohmann::json TrainConfig::to_json() const {
   nlohmann::json j;

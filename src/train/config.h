@@ -67,6 +67,7 @@ struct TrainConfig {
   std::string clock = "wall";        // wall | emulated:SECONDS: what time-based rounds measure a step with
   bool eval_after_sync = true;       // evaluate the global model after every aggregation
   bool eval_group_model = false;     // also evaluate group 0's local model before each aggregation
+  bool audit = false;                // each rank writes its checksum of the global model after every round
   // [network] link emulation per tier: "BANDWIDTH,LATENCY" (e.g. "1Gbit/s,500us"); empty = real network
   std::string link_node;
   std::string link_inter_node;
@@ -105,10 +106,6 @@ using Overrides = std::vector<Override>;
 // Loads `path` (empty: defaults only), applies overrides, validates. Throws fedshard::Error naming the file,
 // key or flag at fault: unknown keys, wrong types, out-of-range values.
 TrainConfig load_config(const std::string& path, const Overrides& overrides);
-
-// Why federation.overlap is refused under the nccl backend (config validation, and the trainer for
-// parallel.backend = auto resolving to nccl).
-std::string nccl_overlap_refusal(const std::string& overlap);
 
 // All keys with their descriptions, for --help.
 std::vector<std::pair<std::string, std::string>> config_keys();

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <thread>
 
@@ -22,6 +23,7 @@
 #include "train/evaluator.h"
 #include "train/fault_injection.h"
 #include "train/preemption.h"
+#include "train/option_space.h"
 #include "train/preflight.h"
 #include "train/resume_contract.h"
 #include "train/progress.h"
@@ -179,23 +181,6 @@ std::string describe_progress(const CheckpointMeta& meta) {
   return cat("its groups are at steps ", nlohmann::json(meta.group_steps).dump());
 }
 
-// What emulation cannot do, refused before any collective: options whose effect depends on the real groups
-// differing (several virtual groups per rank train in lockstep on one clock) and checkpoints (a rank's held
-// groups are not in the checkpoint format). Whether the held groups fit is the preflight's question.
-void check_emulation(const TrainSetup& s) {
-  const auto& cfg = s.cfg;
-  const auto& e = s.emulation;
-  FS_CHECK(cfg.checkpoint_every == 0 && cfg.resume.empty(), "parallel.emulate = ", cfg.emulate, ": emulated runs ",
-           "keep no checkpoints (set checkpoint.every = 0 and drop train.resume); the metrics hold every evaluation");
-  if (e.groups_per_rank > 1) {
-    FS_CHECK(cfg.overlap == "none" && cfg.compress == "none" && cfg.round == "steps" && cfg.normalize == "none" &&
-                 cfg.slow.empty() && !cfg.eval_group_model,
-             "parallel.emulate = ", cfg.emulate, " holds ", e.groups_per_rank, " groups per rank, trained in turn: ",
-             "federation.overlap, compress, round, normalize, eval_group_model and train.slow need one group per rank ",
-             "group (run on more ranks, or drop them)");
-  }
-}
-
 }  // namespace
 
 TrainSetup prepare_training(const TrainConfig& cfg, int world_size, int world_rank) {
@@ -214,7 +199,6 @@ TrainSetup prepare_training(const TrainConfig& cfg, int world_size, int world_ra
            build_description(), ")");
   FS_CHECK(cfg.backend != "nccl" || nccl_built, "parallel.backend = nccl needs a build against a CUDA LibTorch");
   s.topology.backend = cfg.backend == "auto" ? (cfg.device == "cuda" && nccl_built ? "nccl" : "mpi") : cfg.backend;
-  FS_CHECK(s.topology.backend != "nccl" || cfg.overlap == "none", nccl_overlap_refusal(cfg.overlap));
   choose_gpu(s);
   // The HF directory is read (headers only) and checked whole before anything else: it may decide the model.
   std::shared_ptr<model::HfCheckpoint> hf;
@@ -262,12 +246,10 @@ TrainSetup prepare_training(const TrainConfig& cfg, int world_size, int world_ra
   s.val = std::make_shared<data::TokenDataset>(cfg.data_dir, "val", cfg.seq_len, s.model.vocab_size);
   const auto& layout = s.layout;
   s.partition = data::partition_windows(*s.train, cfg.partition, s.emulation.virtual_layout.group_sizes(), cfg.seed);
-  FS_CHECK(s.strategy.federated || (cfg.overlap == "none" && cfg.compress == "none" && cfg.round == "steps" &&
-                                    cfg.normalize == "none"),
-           "federation.overlap, compress, round and normalize apply to fl-* strategies only (strategy ", cfg.strategy,
-           " has no rounds)");
   parallel::slow_factors(cfg.slow, s.layout);
-  if (s.emulation.active()) check_emulation(s);
+  // The refused combinations that need what only the job knows (train/option_space.h).
+  check_options(Combination{cfg, true, s.topology.backend, static_cast<int>(unit_layout(s.model).size()),
+                            s.emulation.groups_per_rank});
   if (world_rank == 0) ensure_writable_dir(cfg.out);
   validate_fault_plan();
   if (!cfg.resume.empty()) {
@@ -679,10 +661,24 @@ void Trainer::federate(int64_t step, bool nonfinite, StepResult& r) {
   if (!rounds_->leave_in_flight(r.round.any.last)) agg.finish();
   if (held_) held_->distribute(cfg.inner_state != "keep");
   r.aggregated = true;
+  if (cfg.audit) audit_round(step);
   if (rounds_->timed()) {
     tokens_agreed_ = tokens_before_start_ + static_cast<int64_t>(r.round.launch_tokens);
     step_agreed_ = step;
   }
+}
+
+void Trainer::audit_round(int64_t step) {
+  // Each rank its own file: no communication, so the audit changes no byte count and no timing of the run.
+  const auto dir = std::filesystem::path(s_.cfg.out) / "audit";
+  std::filesystem::create_directories(dir);
+  char name[40];
+  std::snprintf(name, sizeof name, "rank-%05d.jsonl", topo_->world_rank());
+  std::ofstream f(dir / name, std::ios::app);
+  f << nlohmann::json{{"round", rounds_->syncs()}, {"step", step}, {"group", topo_->coords().group},
+                      {"checksum", engine_.aggregator->global_checksum()}}.dump()
+    << "\n";
+  FS_CHECK(f.good(), "cannot write ", (dir / name).string());
 }
 
 void Trainer::save(const StepResult& r) {

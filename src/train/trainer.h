@@ -85,6 +85,7 @@ class Trainer {
   at::Tensor forward_backward(int64_t step, size_t j);
   void log_step(const StepResult& r);
   void save(const StepResult& r);  // a checkpoint after r's step (collective over the world)
+  void audit_round(int64_t step);  // federation.audit: this rank's part of the global model's checksum
   // Evaluates over `comm` (the world for the global model, the group for a group's local model); rank 0 logs.
   void log_eval(int64_t step, const std::string& model_kind, comm::Communicator& comm);
   nlohmann::json link_summary() const;  // null without link emulation

@@ -1,0 +1,344 @@
+#include "train/option_space.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "federation/schedule.h"
+#include "util/error.h"
+
+namespace fedshard::train {
+
+namespace {
+
+using Op = Cond::Op;
+
+bool one_of(const std::string& v, const std::vector<std::string>& options) {
+  return std::find(options.begin(), options.end(), v) != options.end();
+}
+
+std::string joined(const std::vector<std::string>& v, const std::string& sep) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + v[i];
+  return out;
+}
+
+const std::vector<std::string> kUnsharded = {"ddp", "fsdp", "hsdp"};
+
+std::string fl_only(const Combination& c) {
+  return cat("federation.overlap, compress, round and normalize apply to fl-* strategies only (strategy ",
+             c.cfg.strategy, " has no rounds)");
+}
+
+std::string held_groups(const Combination& c) {
+  return cat("parallel.emulate = ", c.cfg.emulate, " holds ", c.groups_per_rank, " groups per rank, trained in turn: ",
+             "federation.overlap, compress, round, normalize, eval_group_model and train.slow need one group per rank ",
+             "group (run on more ranks, or drop them)");
+}
+
+}  // namespace
+
+bool Cond::holds(const TrainConfig& cfg) const {
+  const auto v = option_value(cfg, key);
+  switch (op) {
+    case Op::Is: return v == values.front();
+    case Op::IsNot: return v != values.front();
+    case Op::In: return one_of(v, values);
+    case Op::NotIn: return !one_of(v, values);
+    case Op::StartsWith: return v.rfind(values.front(), 0) == 0;
+    case Op::NotStartsWith: return v.rfind(values.front(), 0) != 0;
+  }
+  return false;
+}
+
+std::string option_value(const TrainConfig& cfg, const std::string& key) {
+  const auto dot = key.find('.');
+  const auto all = cfg.to_json();
+  const auto& v = all.at(key.substr(0, dot)).at(key.substr(dot + 1));
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_array()) {
+    std::string out;
+    for (const auto& e : v) out += (out.empty() ? "" : ",") + e.dump();
+    return out;
+  }
+  return v.dump();
+}
+
+const std::vector<OptionDecl>& declared_options() {
+  using R = ResumeRule;
+  static const std::vector<OptionDecl> o = {
+      {"parallel.strategy", "ddp | fsdp | hsdp | fl-ddp | fl-fsdp | fl-hsdp",
+       {"fl-ddp", "fl-fsdp", "fl-hsdp", "fsdp", "hsdp"}, R::Layout, "yes", "As `parallel.groups`"},
+      {"parallel.groups", "group sizes, e.g. 4,2,2 (or parallel.group_size)", {"2,2", "4,2"}, R::Layout, "yes",
+       "Same layout and strategy: exact. Another layout: a round in flight is applied at the resume (each group's "
+       "model becomes the round's global model plus its own progress since the round began; `inner_state` applied "
+       "to its units), then each group continues its own checkpoint group (`train.resume_groups`: model, "
+       "optimizer, send residuals, step; averaged chunks' residuals go to their new owners) or all groups merge as "
+       "at a FedAvg round (size-weighted mean; that model is the new global one, residuals zero)"},
+      {"federation.overlap", "none | delayed | streaming:F", {"none", "delayed", "streaming:2"},
+       R::SameWithRoundInFlight, "yes, unless a round is in flight",
+       "A round in flight is applied after the resume where the checkpoint's schedule put it: it needs the same "
+       "overlap; from `none` between two rounds, as `parallel.reduce_dtype`",
+       [](const TrainConfig& c) { return c.overlap != "none"; }},
+      {"parallel.sync_every", "K >= 1", {"4"}, R::AtRound, "at a round",
+       "The groups must meet at the next round; between two rounds (or with groups at different steps under step "
+       "rounds) they would not"},
+      {"federation.round", "steps | steps:K | seconds:T", {"steps", "seconds:0.15"}, R::AtRound, "at a round",
+       "As `parallel.sync_every`; `seconds:T` to `steps:K` also needs every group at one step"},
+      {"federation.compress", "none | bf16 | int8", {"none", "bf16", "int8"}, R::SameWithResiduals,
+       "from `none`; else no",
+       "Residuals start at zero from `none` (between two rounds, as `parallel.reduce_dtype`). A checkpoint of "
+       "`bf16`/`int8` holds error-feedback residuals that only the same codec can send",
+       [](const TrainConfig& c) { return c.compress != "none"; }},
+      {"federation.compress_block", "a positive multiple of 4 (int8)", {"256"}, R::SameWithResiduals,
+       "no, under `int8`", "int8 residuals are cut in the checkpoint's blocks"},
+      {"parallel.reduce_dtype", "float32 | bfloat16 | float64", {"float32", "bfloat16"}, R::NeedsGlobal,
+       "yes, if the last global model is known",
+       "Narrower than the master dtype, rounds send deltas from the last global model: the checkpoint holds it "
+       "(written with compress, overlap, normalize, delta rounds or Nesterov) or is at a round",
+       [](const TrainConfig& c) { return c.reduce_dtype == "bfloat16" || (c.reduce_dtype == "float32" && c.dtype == "float64"); }},
+      {"federation.normalize", "none | steps", {"none", "steps"}, R::NeedsGlobal, "as `parallel.reduce_dtype`",
+       "FedNova weighs deltas from the last global model", [](const TrainConfig& c) { return c.normalize != "none"; }},
+      {"federation.outer_optimizer", "fedavg | nesterov", {"fedavg", "nesterov"}, R::NeedsGlobal,
+       "to `fedavg`: yes; to `nesterov`: as `parallel.reduce_dtype`",
+       "Nesterov's global slice is the last global model, its momentum starts at zero; from Nesterov to FedAvg "
+       "the momentum is dropped",
+       [](const TrainConfig& c) { return c.outer_optimizer == "nesterov"; }},
+      {"federation.inner_state", "keep | average | reset", {"keep", "average", "reset"}, R::Free, "yes",
+       "Applied at the next round (also to a round in flight when it finishes)"},
+      {"federation.outer_lr", "> 0 (nesterov; also outer_momentum)", {"1"}, R::Free, "yes",
+       "A hyperparameter of the next outer steps (also `outer_momentum`)"},
+      {"federation.clock", "wall | emulated:S", {"wall", "emulated:0.05"}, R::Free, "yes",
+       "Not state (also `train.slow`, `eval.*`, `network.*`)"},
+      {"train.grad_accum", "A >= 1", {"1", "2"}, R::Free, "yes", "Micro-batches per step: not state"},
+      {"parallel.emulate", "\"\" | W | GxS", {"", "4x2"}, R::Free, "emulated runs keep no checkpoints",
+       "A rank's held groups are not in the checkpoint format"},
+      {"data.partition", "iid | by-source | dirichlet:ALPHA", {"iid", "by-source", "dirichlet:0.5"}, R::Free, "yes",
+       "Which windows each group reads from the resumed step on"},
+  };
+  return o;
+}
+
+const OptionDecl& declared_option(const std::string& key) {
+  for (const auto& o : declared_options())
+    if (o.key == key) return o;
+  throw std::logic_error("undeclared option " + key);
+}
+
+const std::vector<RefusalDecl>& declared_refusals() {
+  static const std::vector<RefusalDecl> r = [] {
+    std::vector<RefusalDecl> v;
+    for (const char* key : {"federation.overlap", "federation.compress", "federation.round", "federation.normalize"}) {
+      RefusalDecl d;
+      d.name = cat("fl-only:", key);
+      d.all = {{"parallel.strategy", Op::In, kUnsharded}, {key, Op::IsNot, {std::string(key) == "federation.round" ? "steps" : "none"}}};
+      d.why = "a strategy without federation has no rounds";
+      d.message = fl_only;
+      v.push_back(d);
+    }
+    {
+      RefusalDecl d;
+      d.name = "streaming-timed";
+      d.all = {{"federation.overlap", Op::StartsWith, {"streaming:"}}, {"federation.round", Op::StartsWith, {"seconds:"}}};
+      d.why = "streaming:F staggers its fragments by steps; time-based rounds close at different steps per group";
+      d.message = [](const Combination& c) {
+        return cat("federation.overlap = ", c.cfg.overlap, " staggers fragments by steps; it needs federation.round = steps");
+      };
+      v.push_back(d);
+    }
+    {
+      RefusalDecl d;
+      d.name = "streaming-K";
+      d.all = {{"federation.overlap", Op::StartsWith, {"streaming:"}}};
+      d.computed = [](const Combination& c) {
+        return c.cfg.sync_every % federation::parse_overlap(c.cfg.overlap).fragments != 0;
+      };
+      d.computed_says = "parallel.sync_every is not a multiple of F";
+      d.why = "each fragment's round starts every K/F steps";
+      d.message = [](const Combination& c) {
+        return cat("federation.overlap = ", c.cfg.overlap, " needs parallel.sync_every (", c.cfg.sync_every,
+                   ") to be a multiple of the fragment count");
+      };
+      v.push_back(d);
+    }
+    {
+      RefusalDecl d;
+      d.name = "streaming-units";
+      d.all = {{"federation.overlap", Op::StartsWith, {"streaming:"}}};
+      d.at_start = true;
+      d.computed = [](const Combination& c) { return federation::parse_overlap(c.cfg.overlap).fragments > c.units; };
+      d.computed_says = "F exceeds the model's units";
+      d.why = "every fragment needs a unit";
+      d.message = [](const Combination& c) {
+        return cat("federation.overlap = ", c.cfg.overlap, " needs at least as many units as fragments; the model has ",
+                   c.units);
+      };
+      v.push_back(d);
+    }
+    {
+      RefusalDecl d;
+      d.name = "fednova-average";
+      d.all = {{"federation.normalize", Op::Is, {"steps"}}, {"federation.inner_state", Op::Is, {"average"}}};
+      d.why = "FedNova rescales model deltas; optimizer state has none";
+      d.message = [](const Combination&) {
+        return std::string("federation.normalize = steps rescales model deltas; it does not apply to "
+                           "federation.inner_state = average (use keep or reset)");
+      };
+      v.push_back(d);
+    }
+    {
+      RefusalDecl d;
+      d.name = "clock-untimed";
+      d.all = {{"federation.clock", Op::IsNot, {"wall"}}, {"federation.round", Op::NotStartsWith, {"seconds:"}}};
+      d.why = "only time-based rounds read the clock";
+      d.message = [](const Combination& c) {
+        return cat("federation.clock = ", c.cfg.clock,
+                   " measures the steps of time-based rounds; it needs federation.round = seconds:T");
+      };
+      v.push_back(d);
+    }
+    {
+      RefusalDecl d;
+      d.name = "nccl-overlap";
+      d.all = {{"federation.overlap", Op::IsNot, {"none"}}};
+      d.computed = [](const Combination& c) { return (c.started ? c.backend : c.cfg.backend) == "nccl"; };
+      d.computed_says = "the backend (resolved at start-up) is nccl";
+      d.why = "NCCL has no federation lane yet: a round in flight would queue on its one stream";
+      d.message = [](const Combination& c) {
+        return cat("federation.overlap = ", c.cfg.overlap, " needs a federation lane of its own, which the nccl backend ",
+                   "does not have (a round in flight would queue on its one stream ahead of the next step's ",
+                   "collectives, and compressed rounds' second halves could queue in a different order on different ",
+                   "ranks); use --set parallel.backend=mpi or federation.overlap = none");
+      };
+      v.push_back(d);
+    }
+    {
+      RefusalDecl d;
+      d.name = "reduce-wider";
+      d.all = {{"parallel.reduce_dtype", Op::Is, {"float64"}}, {"model.dtype", Op::IsNot, {"float64"}}};
+      d.why = "reductions land in the master dtype";
+      d.message = [](const Combination& c) {
+        return cat("parallel.reduce_dtype = float64 is wider than model.dtype = ", c.cfg.dtype,
+                   ": reductions land in the master dtype");
+      };
+      v.push_back(d);
+    }
+    for (const char* key : {"checkpoint.every", "train.resume"}) {
+      RefusalDecl d;
+      d.name = cat("emulate-checkpoints:", key);
+      d.all = {{"parallel.emulate", Op::IsNot, {""}}, {key, Op::IsNot, {std::string(key) == "train.resume" ? "" : "0"}}};
+      d.why = "a rank's held groups are not in the checkpoint format";
+      d.message = [](const Combination& c) {
+        return cat("parallel.emulate = ", c.cfg.emulate, ": emulated runs keep no checkpoints (set checkpoint.every = 0 ",
+                   "and drop train.resume); the metrics hold every evaluation");
+      };
+      v.push_back(d);
+    }
+    {
+      RefusalDecl d;
+      d.name = "emulate-held-groups";
+      d.any = {{"federation.overlap", Op::IsNot, {"none"}}, {"federation.compress", Op::IsNot, {"none"}},
+               {"federation.round", Op::IsNot, {"steps"}},    {"federation.normalize", Op::IsNot, {"none"}},
+               {"train.slow", Op::IsNot, {""}},               {"federation.eval_group_model", Op::Is, {"true"}}};
+      d.at_start = true;
+      d.computed = [](const Combination& c) { return c.groups_per_rank > 1; };
+      d.computed_says = "each rank group holds several virtual groups";
+      d.why = "held groups train in lockstep on one clock, in turn";
+      d.message = held_groups;
+      v.push_back(d);
+    }
+    return v;
+  }();
+  return r;
+}
+
+void check_options(const Combination& c) {
+  for (const auto& r : declared_refusals()) {
+    if (r.at_start && !c.started) continue;
+    bool refused = true;
+    for (const auto& cond : r.all) refused = refused && cond.holds(c.cfg);
+    if (!r.any.empty()) {
+      bool some = false;
+      for (const auto& cond : r.any) some = some || cond.holds(c.cfg);
+      refused = refused && some;
+    }
+    if (refused && r.computed) refused = r.computed(c);
+    FS_CHECK(!refused, r.message(c));
+  }
+}
+
+namespace {
+
+const char* op_name(Op op) {
+  switch (op) {
+    case Op::Is: return "is";
+    case Op::IsNot: return "is not";
+    case Op::In: return "in";
+    case Op::NotIn: return "not in";
+    case Op::StartsWith: return "starts with";
+    case Op::NotStartsWith: return "does not start with";
+  }
+  return "";
+}
+
+const char* rule_name(ResumeRule r) {
+  switch (r) {
+    case ResumeRule::Free: return "free";
+    case ResumeRule::Layout: return "layout";
+    case ResumeRule::SameWithRoundInFlight: return "same-with-round-in-flight";
+    case ResumeRule::AtRound: return "at-round";
+    case ResumeRule::SameWithResiduals: return "same-with-residuals";
+    case ResumeRule::NeedsGlobal: return "needs-global";
+  }
+  return "";
+}
+
+std::string cond_text(const Cond& c) {
+  if (c.values.size() == 1 && c.values.front().empty() && (c.op == Op::Is || c.op == Op::IsNot))
+    return "`" + c.key + (c.op == Op::Is ? "` is unset" : "` is set");
+  std::vector<std::string> quoted;
+  for (const auto& v : c.values) quoted.push_back("`" + v + "`");
+  return "`" + c.key + "` " + op_name(c.op) + " " + joined(quoted, ", ");
+}
+
+}  // namespace
+
+nlohmann::json option_space_json() {
+  nlohmann::json j;
+  for (const auto& o : declared_options())
+    j["options"].push_back({{"key", o.key}, {"values", o.values}, {"levels", o.levels},
+                            {"resume", rule_name(o.resume)}, {"resume_allowed", o.resume_allowed}});
+  for (const auto& r : declared_refusals()) {
+    auto conds = [](const std::vector<Cond>& cs) {
+      nlohmann::json out = nlohmann::json::array();
+      for (const auto& c : cs) out.push_back({{"key", c.key}, {"op", op_name(c.op)}, {"values", c.values}});
+      return out;
+    };
+    j["refusals"].push_back({{"name", r.name}, {"all", conds(r.all)}, {"any", conds(r.any)},
+                             {"computed", r.computed ? r.computed_says : ""}, {"at_start", r.at_start},
+                             {"why", r.why}});
+  }
+  return j;
+}
+
+std::string option_space_markdown() {
+  std::ostringstream os;
+  os << "### Refused combinations\n\n| refused when | why |\n|---|---|\n";
+  for (const auto& r : declared_refusals()) {
+    std::vector<std::string> parts;
+    for (const auto& c : r.all) parts.push_back(cond_text(c));
+    if (!r.any.empty()) {
+      std::vector<std::string> any;
+      for (const auto& c : r.any) any.push_back(cond_text(c));
+      parts.push_back("one of: " + joined(any, "; "));
+    }
+    if (r.computed) parts.push_back(r.computed_says + (r.at_start ? " (at start-up)" : ""));
+    os << "| " << joined(parts, " and ") << " | " << r.why << " |\n";
+  }
+  os << "\n### What a resume may change\n\n| option | change allowed | how the state is derived, or why refused |\n"
+     << "|---|---|---|\n";
+  for (const auto& o : declared_options())
+    os << "| `" << o.key << "` | " << o.resume_allowed << " | " << o.resume_how << " |\n";
+  return os.str();
+}
+
+}  // namespace fedshard::train
