@@ -49,7 +49,7 @@ Work::Clock::time_point record_completion(const std::string& comm, Tier tier, La
   tally.calls = 1;
   tally.seconds = std::chrono::duration<double>(t1 - t0).count();
   tally.emulated_seconds = std::chrono::duration<double>(release - t1).count();
-  Ledger::instance().record(comm, tier, k, tally);
+  Ledger::instance().record(comm, tier, lane, k, tally);
   return release;
 }
 

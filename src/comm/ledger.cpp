@@ -45,6 +45,8 @@ LedgerSnapshot LedgerSnapshot::operator-(const LedgerSnapshot& o) const {
     auto it = o.by_comm.find(name);
     d.by_comm[name] = it == o.by_comm.end() ? tally : tally - it->second;
   }
+  for (int l = 0; l < 2; ++l)
+    for (int t = 0; t < kNumTiers; ++t) d.lane_sent[l][t] = lane_sent[l][t] - o.lane_sent[l][t];
   d.exposed_wait_seconds = exposed_wait_seconds - o.exposed_wait_seconds;
   return d;
 }
@@ -54,10 +56,11 @@ Ledger& Ledger::instance() {
   return ledger;
 }
 
-void Ledger::record(const std::string& comm, Tier tier, Traffic traffic, const Tally& t) {
+void Ledger::record(const std::string& comm, Tier tier, Lane lane, Traffic traffic, const Tally& t) {
   std::lock_guard<std::mutex> lock(mu_);
   totals_.by_tier[static_cast<int>(tier)][static_cast<int>(traffic)] += t;
   totals_.by_comm[comm] += t;
+  totals_.lane_sent[static_cast<int>(lane)][static_cast<int>(tier)] += t.sent_bytes;
 }
 
 void Ledger::add_exposed_wait(double seconds) {

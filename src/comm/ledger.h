@@ -27,6 +27,9 @@ struct Tally {
 struct LedgerSnapshot {
   std::array<std::array<Tally, 2>, kNumTiers> by_tier{};  // [tier][traffic]
   std::map<std::string, Tally> by_comm;                   // by communicator name ("shard", "segment", ...)
+  // Sent bytes by lane and tier: the federation lane's collectives complete whenever they do, also between two
+  // steps, so a step's account chains them from the previous step's (train/trainer.cpp).
+  std::array<std::array<double, kNumTiers>, 2> lane_sent{};
   double exposed_wait_seconds = 0;  // time the training thread spent blocked in wait()
 
   const Tally& at(Tier t, Traffic k) const { return by_tier[static_cast<int>(t)][static_cast<int>(k)]; }
@@ -39,7 +42,7 @@ struct LedgerSnapshot {
 class Ledger {
  public:
   static Ledger& instance();
-  void record(const std::string& comm, Tier tier, Traffic traffic, const Tally& t);
+  void record(const std::string& comm, Tier tier, Lane lane, Traffic traffic, const Tally& t);
   void add_exposed_wait(double seconds);
   LedgerSnapshot snapshot() const;
 

@@ -287,7 +287,8 @@ struct Trainer::StepResult {
   double round_seconds = 0;  // the training thread's wait in the federation round's calls
   bool profiled = false;        // train.profile_steps: the profiler's overhead is in `seconds`
   federation::Agreement round;  // when agreed
-  comm::LedgerSnapshot comm;
+  comm::LedgerSnapshot comm;    // what the collectives recorded during the step
+  std::array<double, comm::kNumTiers> sent{};  // bytes this rank sent for the step, per tier
 };
 
 Trainer::Trainer(TrainSetup setup) : s_(std::move(setup)) {
@@ -322,6 +323,7 @@ Trainer::Trainer(TrainSetup setup) : s_(std::move(setup)) {
   }
   tokens_agreed_ = tokens_before_start_;
   step_agreed_ = start_step_ - 1;
+  federation_sent_ = comm::Ledger::instance().snapshot().lane_sent[static_cast<int>(comm::Lane::Federation)];
   peak_flops_ = cfg.peak_flops > 0 ? cfg.peak_flops : measure_matmul_flops(sharded_->options().device);
   resolved_ = resolved_config();
   open_run_files();
@@ -624,7 +626,16 @@ Trainer::StepResult Trainer::train_step(int64_t step) {
     r.round_seconds = std::chrono::duration<double>(Clock::now() - round0).count();
   }
   r.seconds = std::chrono::duration<double>(Clock::now() - t0).count() - excluded_seconds;
-  r.comm = comm::Ledger::instance().snapshot() - comm0 - excluded_comm;
+  const auto now = comm::Ledger::instance().snapshot();
+  r.comm = now - comm0 - excluded_comm;
+  // The federation lane's collectives complete when they do, also between steps: the step takes what that
+  // lane completed since the previous step's account, so no round's bytes fall between two steps.
+  constexpr int fed = static_cast<int>(comm::Lane::Federation);
+  for (comm::Tier t : comm::kTiers) {
+    const int i = static_cast<int>(t);
+    r.sent[i] = r.comm.sent_bytes(t) - r.comm.lane_sent[fed][i] + now.lane_sent[fed][i] - federation_sent_[i];
+    federation_sent_[i] = now.lane_sent[fed][i];
+  }
   return r;
 }
 
@@ -715,7 +726,7 @@ void Trainer::log_step(const StepResult& r) {
   const double rank_tok_per_s = tok_per_s / topo_->layout().world();
   const double mfu = 3.0 * s_.model.forward_flops_per_token(s_.cfg.seq_len) * rank_tok_per_s / peak_flops_;
   nlohmann::json bytes;
-  for (comm::Tier tier : comm::kTiers) bytes[comm::tier_metric_key(tier)] = r.comm.sent_bytes(tier);
+  for (comm::Tier tier : comm::kTiers) bytes[comm::tier_metric_key(tier)] = r.sent[static_cast<int>(tier)];
   metrics_.write({{"type", "step"},
                   {"step", r.step},
                   {"tokens", tokens_through(r.step)},
@@ -778,7 +789,7 @@ TrainSummary Trainer::run() {
     // Time-based rounds end the job at the round where the first group reaches train.steps.
     const bool last = timed ? r.aggregated && r.round.any.last : step == cfg.steps;
     if (!replayed) {
-      for (comm::Tier t : comm::kTiers) step_bytes_[static_cast<int>(t)] += r.comm.sent_bytes(t);
+      for (comm::Tier t : comm::kTiers) step_bytes_[static_cast<int>(t)] += r.sent[static_cast<int>(t)];
       if (step > start_step_ && !r.profiled) {  // the first step includes one-time allocation and warm-up
         step_seconds_sum_ += r.seconds;
         ++timed_steps_;

@@ -126,6 +126,7 @@ class Trainer {
   bool checkpoint_wanted_ = false, eval_wanted_ = false;
   int64_t tokens_agreed_ = 0, step_agreed_ = 0;
   std::array<double, comm::kNumTiers> step_bytes_{};  // this rank's, summed over its training steps
+  std::array<double, comm::kNumTiers> federation_sent_{};  // the federation lane's bytes accounted to steps so far
   std::chrono::steady_clock::time_point run_start_ = std::chrono::steady_clock::now();  // of this launch
   double step_seconds_sum_ = 0;
   int64_t timed_steps_ = 0;
