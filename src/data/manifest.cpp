@@ -130,7 +130,7 @@ Manifest Manifest::load(const std::string& dir) {
   Json j;
   try {
     j = Json::parse(read_file(file));
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {  // a syntax error, or a number no double holds (out_of_range)
     r.fail(cat("not valid JSON: ", e.what()));
   }
 

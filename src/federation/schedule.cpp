@@ -13,8 +13,10 @@ Overlap parse_overlap(const std::string& spec) {
   const std::string prefix = "streaming:";
   if (spec.rfind(prefix, 0) == 0) {
     const auto f = spec.substr(prefix.size());
-    FS_CHECK(!f.empty() && f.find_first_not_of("0123456789") == std::string::npos && std::stoll(f) >= 1,
-             "federation.overlap = '", spec, "': the fragment count F of streaming:F must be a positive integer");
+    // At most 9 digits: a count that fits (a longer one is no model's unit count, and stoll would throw).
+    const bool digits = !f.empty() && f.size() <= 9 && f.find_first_not_of("0123456789") == std::string::npos;
+    FS_CHECK(digits && std::stoll(f) >= 1, "federation.overlap = '", spec,
+             "': the fragment count F of streaming:F must be a positive integer");
     o.mode = "streaming";
     o.fragments = std::stoll(f);
     return o;

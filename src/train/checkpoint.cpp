@@ -579,14 +579,15 @@ TrainingState restore_checkpoint(const CheckpointMeta& meta, comm::Topology& top
     // The round in flight's inner-state policy, as finish() would have applied it (a merge averages anyway).
     const bool average_moments = own < 0 || (in_round.count(u) && new_inner_state == "average");
     if (in_round.count(u) && new_inner_state == "reset") reset_units.push_back(u);
-    for (auto& [k, t] : inner.state()[u]) {
+    for (auto& [name, t] : inner.state()[u]) {
+      const std::string key = "opt." + name;  // a structured binding cannot be captured (C++17)
       at::Tensor old;
       if (!average_moments)
-        old = assemble(files, meta, u, "opt." + k, own, false);
+        old = assemble(files, meta, u, key, own, false);
       else if (own < 0)
-        old = weighted([&](int g) { return assemble(files, meta, u, "opt." + k, g, false); }, size_share);
+        old = weighted([&](int g) { return assemble(files, meta, u, key, g, false); }, size_share);
       else
-        old = weighted([&](int g) { return assemble(files, meta, u, "opt." + k, g, false); }, round_scale(u));
+        old = weighted([&](int g) { return assemble(files, meta, u, key, g, false); }, round_scale(u));
       if (old.defined())
         cut(old, numel, flat.shard_offset(), t);
       else

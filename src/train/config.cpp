@@ -234,7 +234,7 @@ void validate(const TrainConfig& c) {
   for (const auto* link : {&c.link_node, &c.link_inter_node, &c.link_inter_group})
     if (!link->empty()) comm::parse_link_spec(*link);
   // The combinations of values that are refused (what needs no start-up fact): train/option_space.h.
-  check_options(Combination{c});
+  check_options(Combination(c));
 }
 
 }  // namespace

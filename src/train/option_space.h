@@ -18,6 +18,7 @@ namespace fedshard::train {
 // A combination being checked: the configuration and, from start-up on (prepare_training), what only the job
 // knows. Rules that read the start-up facts are checked then; the others already when the config is read.
 struct Combination {
+  explicit Combination(const TrainConfig& c) : cfg(c) {}
   const TrainConfig& cfg;
   bool started = false;     // the facts below are known
   std::string backend;      // parallel.backend resolved (auto: nccl for cuda in a CUDA build, else mpi)
@@ -44,7 +45,7 @@ struct OptionDecl {
   std::string resume_how;           // and its third
   // Whether this option's value in cfg makes the rounds read the last global model (a delta's base), which a
   // resume between two rounds needs the checkpoint to hold; null: never.
-  std::function<bool(const TrainConfig&)> reads_global;
+  std::function<bool(const TrainConfig&)> reads_global = nullptr;
 };
 
 // A condition on one option's value, as data: the harness evaluates the same conditions.

@@ -248,8 +248,12 @@ TrainSetup prepare_training(const TrainConfig& cfg, int world_size, int world_ra
   s.partition = data::partition_windows(*s.train, cfg.partition, s.emulation.virtual_layout.group_sizes(), cfg.seed);
   parallel::slow_factors(cfg.slow, s.layout);
   // The refused combinations that need what only the job knows (train/option_space.h).
-  check_options(Combination{cfg, true, s.topology.backend, static_cast<int>(unit_layout(s.model).size()),
-                            s.emulation.groups_per_rank});
+  Combination combination(cfg);
+  combination.started = true;
+  combination.backend = s.topology.backend;
+  combination.units = static_cast<int>(unit_layout(s.model).size());
+  combination.groups_per_rank = s.emulation.groups_per_rank;
+  check_options(combination);
   if (world_rank == 0) ensure_writable_dir(cfg.out);
   validate_fault_plan();
   if (!cfg.resume.empty()) {

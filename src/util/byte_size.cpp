@@ -24,6 +24,8 @@ int64_t parse_byte_size(const std::string& text) {
     }
   }
   FS_CHECK(value > 0 && units.count(unit), "size '", text, "' is not a positive number of bytes (e.g. 5GB, 500MB, 2GiB)");
+  // Beyond an exabyte no memory is sized, and the cast below would overflow.
+  FS_CHECK(value * units.at(unit) < 1e18, "size '", text, "' is larger than any memory (at most 1e18 bytes)");
   return static_cast<int64_t>(value * units.at(unit));
 }
 
