@@ -13,14 +13,19 @@
 
 namespace fedshard::fuzz {
 
-// A directory of this process's own (libFuzzer may run several jobs side by side).
+// A directory of this process's own (libFuzzer may run several jobs side by side), removed when the process
+// exits normally (a crash leaves it, beside the input libFuzzer saves).
 inline const std::filesystem::path& work_dir() {
-  static const std::filesystem::path dir = [] {
-    auto d = std::filesystem::temp_directory_path() / ("fedshard-fuzz-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(d);
-    return d;
-  }();
-  return dir;
+  struct Dir {
+    std::filesystem::path path = std::filesystem::temp_directory_path() / ("fedshard-fuzz-" + std::to_string(::getpid()));
+    Dir() { std::filesystem::create_directories(path); }
+    ~Dir() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  };
+  static const Dir dir;
+  return dir.path;
 }
 
 // Writes the input to `name` in the work directory and returns its path.

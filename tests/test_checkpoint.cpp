@@ -61,19 +61,33 @@ at::Tensor full_state(fixture::Engine& e, const std::string& key) {
   return at::cat(parts);
 }
 
-fs::path fresh(const std::string& name) {
-  const auto dir = shared_dir(name);
-  if (world_rank() == 0) fs::remove_all(dir);
-  MPI_Barrier(MPI_COMM_WORLD);
-  return dir;
-}
+// A directory every rank of this mpirun shares, empty at the start of a test and removed at its end (after
+// every rank is done with it), so no run leaves checkpoints behind in the temporary directory.
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& name) : path_(shared_dir(name)) {
+    if (world_rank() == 0) fs::remove_all(path_);
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  ~ScratchDir() {
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (world_rank() == 0) fs::remove_all(path_);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
 
 }  // namespace
 
 TEST(Checkpoint, ReslicesToAnotherStrategyAndLayout) {
   if (world_size() < 8) GTEST_SKIP() << "needs 8 ranks";
   const auto cfg = reference::tiny_config();
-  const auto dir = fresh("reslice");
+  const ScratchDir scratch("reslice");
+  const auto& dir = scratch.path();
   fixture::Engine a(cfg, {0, 0, 0}, f64());  // fsdp over 8
   train_steps(a, 3);
   train::save_checkpoint(dir.string(), 2, {3, 0, 0, {0}}, config_json("fsdp"), cfg, *a.topo, *a.sharded, *a.optimizer, nullptr);
@@ -96,7 +110,8 @@ TEST(Checkpoint, ReslicesToAnotherStrategyAndLayout) {
 TEST(Checkpoint, MidRoundFederatedCheckpointRestoresExactlyOrAsTheGroupAverage) {
   if (world_size() < 4) GTEST_SKIP() << "needs 4 ranks";
   const auto cfg = reference::tiny_config();
-  const auto dir = fresh("midround");
+  const ScratchDir scratch("midround");
+  const auto& dir = scratch.path();
   const int s = world_size() / 2;
   fixture::Engine a(cfg, {s, 0, 0}, f64(), "adamw", /*federated=*/true);  // fl-fsdp, 2 groups
   train_steps(a, 3);  // no sync: the groups' models differ
@@ -129,7 +144,8 @@ TEST(Checkpoint, SurvivingGroupsContinueTheirOwnStateOnAnotherLayout) {
   // (re-sliced to its new size), not the average, and stay mid-round.
   if (world_size() != 8) GTEST_SKIP() << "needs 8 ranks";
   const auto cfg = reference::tiny_config();
-  const auto dir = fresh("relayout");
+  const ScratchDir scratch("relayout");
+  const auto& dir = scratch.path();
   fixture::Engine a(cfg, {2, 0, 0}, f64(), "adamw", /*federated=*/true);
   train_steps(a, 3);  // no sync: the four groups' models differ
   train::save_checkpoint(dir.string(), 1, {3, 3, 0, {0, 1, 2, 3}}, config_json("fl-fsdp"), cfg, *a.topo, *a.sharded,
@@ -170,7 +186,8 @@ TEST(Checkpoint, SurvivingGroupsContinueTheirOwnStateOnAnotherLayout) {
 TEST(Checkpoint, RoundInFlightIsAppliedWhenTheLayoutChanges) {
   if (world_size() != 4) GTEST_SKIP() << "needs 4 ranks";
   const auto cfg = reference::tiny_config();
-  const auto dir = fresh("inflight");
+  const ScratchDir scratch("inflight");
+  const auto& dir = scratch.path();
   federation::FederationOptions fed;
   fed.overlap = true;
   fed.compress = "int8";
@@ -229,7 +246,8 @@ TEST(Checkpoint, RoundInFlightIsAppliedWhenTheLayoutChanges) {
 
 TEST(Checkpoint, HuggingFaceExportImportRoundTrip) {
   const auto cfg = reference::tiny_config();
-  const auto dir = fresh("hf");
+  const ScratchDir scratch("hf");
+  const auto& dir = scratch.path();
   fixture::Engine a(cfg, {0, 0, 0}, f64());
   train_steps(a, 2);
   train::save_checkpoint(dir.string(), 1, {2, 0, 0, {0}}, config_json("fsdp"), cfg, *a.topo, *a.sharded, *a.optimizer, nullptr);
@@ -256,6 +274,4 @@ TEST(Checkpoint, HuggingFaceExportImportRoundTrip) {
   std::map<std::string, at::Tensor> want_f32;
   for (const auto& [name, t] : want) want_f32[name] = t.to(at::kFloat).to(at::kDouble);
   EXPECT_EQ(fixture::max_abs_diff(b.full_parameters(), want_f32), 0.0);
-  MPI_Barrier(MPI_COMM_WORLD);
-  if (world_rank() == 0) fs::remove_all(dir);
 }
