@@ -8,10 +8,12 @@
 #   exit 0   the run is finished: exit 0.
 #   exit 75  preempted (SIGTERM/SIGUSR1, e.g. Slurm's --signal): a checkpoint was written. Inside a Slurm job
 #            the job is requeued (scontrol requeue); this script exits 75 either way. Not a failure.
-#   other    a failure. The launcher's output names the failed rank ("process rank 3" from mpirun, "task 3"
-#            from srun). Under fl-* with several groups, every group with a failed rank is dropped and the
-#            others continue from their own state on the remaining ranks (train.resume_groups); with one
-#            group, the job goes on with one rank fewer per failed rank. At most N restarts (default 3).
+#            SIGTERM or SIGUSR1 sent to this script itself is passed on to the ranks as SIGUSR1.
+#   other    a failure. The launcher's output names the failed rank ("process rank 3" from mpirun, "task 3:"
+#            or "tasks 3,5-6:" from srun, before srun ends the step's other tasks). Under fl-* with several
+#            groups, every group with a failed rank is dropped and the others continue from their own state on
+#            the remaining ranks (train.resume_groups); with one group, the job goes on with one rank fewer per
+#            failed rank. At most N restarts (default 3).
 set -u
 
 max_restarts=3
@@ -58,6 +60,28 @@ print(sum(sizes[g] for g in keep), ",".join(str(sizes[g]) for g in keep), ",".jo
 EOF
 }
 
+# The ranks a launch lost, from its launcher's messages: mpirun's "process rank 3 ... exited on signal 9", srun's
+# "srun: error: NODE: task 3: Killed" or, for tasks that failed together, "tasks 2,5-6: Exited with exit code 1".
+# srun's lines after "Job step aborted" (or slurmstepd's "STEP ... CANCELLED") name the tasks it ended itself.
+failed_ranks() {  # LOG
+  python3 - "$1" <<'EOF'
+import re, sys
+ranks = set()
+for line in open(sys.argv[1], errors="replace"):
+    if "Job step aborted" in line or re.search(r"\*\*\* STEP \S+ ON \S+ CANCELLED", line):
+        break
+    m = re.search(r"process rank (\d+)", line)
+    if m:
+        ranks.add(int(m.group(1)))
+    m = re.search(r"^srun: error: \S+: tasks? ([\d,-]+): ", line)
+    if m:
+        for part in m.group(1).split(","):
+            first, _, last = part.partition("-")
+            ranks.update(range(int(first), int(last or first) + 1))
+print(" ".join(map(str, sorted(ranks))))
+EOF
+}
+
 extra=()
 restarts=0
 attempt=0
@@ -67,8 +91,27 @@ while true; do
   mkdir -p "$(dirname "$out")"
   say "launch $attempt on $np ranks: ${launcher//\{NP\}/$np} ${train[*]} --resume auto ${extra[*]}"
   # shellcheck disable=SC2086  # the launcher is a command line to split
-  ${launcher//\{NP\}/$np} "${train[@]}" --resume auto "${extra[@]}" 2>&1 | tee "$log"
-  rc=${PIPESTATUS[0]}
+  : >"$log"
+  ${launcher//\{NP\}/$np} "${train[@]}" --resume auto "${extra[@]}" >"$log" 2>&1 &
+  launched=$!
+  tail -n +1 -f --pid="$launched" "$log" &
+  echoed=$!
+  # A preemption notice (SIGTERM, or Slurm's --signal=B:USR1 when this script is the batch shell) is passed on as
+  # SIGUSR1, which mpirun and srun forward to every rank: mpirun would turn a SIGTERM into a kill of the job.
+  # The ranks then checkpoint and the launcher exits 75.
+  trap 'notified=1; say "preemption notice: passed on to the ranks"; kill -USR1 "$launched" 2>/dev/null' TERM USR1
+  # The launcher runs in the background, where SIGINT (Ctrl-C) does not reach it: end the job and stop.
+  trap 'kill -TERM "$launched" 2>/dev/null; wait "$launched"; exit 130' INT
+  while true; do
+    notified=0
+    wait "$launched"
+    rc=$?
+    # A trapped signal ends the wait early (status > 128) while the launcher runs on: wait again.
+    [ "$notified" = 1 ] && [ "$rc" -gt 128 ] && continue
+    break
+  done
+  trap - TERM USR1 INT
+  wait "$echoed"
   if [ "$rc" -eq 0 ]; then
     say "finished"
     exit 0
@@ -83,7 +126,7 @@ while true; do
     say "launch $attempt failed (exit $rc); no restarts left (--max-restarts $max_restarts)"
     exit "$rc"
   fi
-  failed=$(grep -oE "process rank [0-9]+|task [0-9]+:" "$log" | grep -oE "[0-9]+" | sort -un | tr '\n' ' ')
+  failed=$(failed_ranks "$log")
   if [ -z "$failed" ] || [ ! -f "$out/config.json" ]; then
     say "launch $attempt failed (exit $rc) without naming a rank; relaunching on $np ranks"
     continue

