@@ -1,12 +1,18 @@
 # Sourced by tests/slurm/slurm.sh: a one-host Slurm cluster of its own (munge, slurmctld, slurmd) in a
 # private directory, on free ports, run as root, ended by PID: nothing outside that directory is touched and
 # no other Slurm or munge on the machine is used or stopped.
-#   slurm_up DIR CPUS   start it (SLURM_CONF exported); returns 1 with a reason in $slurm_why when it cannot
+#   slurm_up DIR CPUS   start it (SLURM_CONF exported); returns 2 when it cannot run here (not installed, not
+#                       root) and 1 when it did not come up, with the reason in $slurm_why
 #   slurm_down          end the daemons it started
 slurm_pids=()
 
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+# Two TCP ports free now, distinct (both held open until both are known).
+free_ports() {
+  python3 -c '
+import socket
+held = [socket.socket() for _ in range(2)]
+for s in held: s.bind(("127.0.0.1", 0))
+print(*(s.getsockname()[1] for s in held))'
 }
 
 slurm_up() {
@@ -14,9 +20,9 @@ slurm_up() {
   node=$(hostname -s)
   slurm_why=
   for tool in munged mungekey slurmctld slurmd sinfo sbatch scontrol scancel squeue; do
-    command -v "$tool" >/dev/null || { slurm_why="$tool not installed (apt: munge slurmctld slurmd slurm-client)"; return 1; }
+    command -v "$tool" >/dev/null || { slurm_why="$tool not installed (apt: munge slurmctld slurmd slurm-client)"; return 2; }
   done
-  [ "$(id -u)" -eq 0 ] || { slurm_why="not root: munged and slurmd need it"; return 1; }
+  [ "$(id -u)" -eq 0 ] || { slurm_why="not root: munged and slurmd need it"; return 2; }
   mkdir -p "$dir"/{munge,state,spool,log}
   chmod 700 "$dir/munge"
   mungekey --create --keyfile "$dir/munge/munge.key" 2>"$dir/log/mungekey.log" || { slurm_why="mungekey failed"; return 1; }
@@ -27,11 +33,13 @@ slurm_up() {
   # Our ranks oversubscribe the cores: Slurm is told of CPUS cores (config_overrides lets slurmd accept more
   # than it finds). Processes are tracked by process group (no cgroups here); requeue is allowed, and a job
   # signalled before its time limit (--signal) is given 60 s before it is killed.
+  local ports
+  read -r -a ports < <(free_ports)
   cat >"$dir/slurm.conf" <<CONF
 ClusterName=fedshard-test
 SlurmctldHost=$node(127.0.0.1)
-SlurmctldPort=$(free_port)
-SlurmdPort=$(free_port)
+SlurmctldPort=${ports[0]}
+SlurmdPort=${ports[1]}
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
