@@ -189,5 +189,9 @@ else
   grep -v "^step" "$tmp/$name.out" | tail -6 | sed 's/^/    /'
 fi
 
-[ "$fails" -eq 0 ] || { echo "$fails Slurm case(s) failed; daemons' logs were in $tmp/slurm/log"; exit 1; }
+if [ "$fails" -ne 0 ]; then
+  trap 'slurm_down; pkill -9 -f "$tmp" 2>/dev/null' EXIT  # the jobs' output and the daemons' logs stay
+  echo "$fails Slurm case(s) failed; jobs' output in $tmp, the daemons' logs in $tmp/slurm/log"
+  exit 1
+fi
 echo "every Slurm case holds"
