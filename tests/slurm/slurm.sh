@@ -86,6 +86,11 @@ same_losses() {  # NAME RUN
   fi
 }
 
+# The last lines of job NAME's output other than step lines, indented under a failure.
+job_tail() {  # NAME
+  grep -v "^step" "$tmp/$1.out" | tail -8 | sed 's/^/    /'
+}
+
 # The step a run was preempted after, and whether its checkpoint of that step is the latest one.
 preempted_at() {  # RUN
   local step
@@ -109,7 +114,7 @@ for launcher in srun mpirun; do
     same_losses "sbatch, $launcher" "$tmp/train-$launcher"
   else
     fail "sbatch, $launcher: job $id $state"
-    tail -5 "$tmp/train-$launcher.out" | sed 's/^/    /'
+    job_tail "train-$launcher"
   fi
 done
 
@@ -131,7 +136,7 @@ for launcher in srun mpirun; do
     same_losses "preemption, $launcher" "$tmp/$name"
   else
     fail "preemption, $launcher: job $id $state, preempted after step '${stop}', restarts '${restarts}'"
-    grep -v "^step" "$tmp/$name.out" | tail -6 | sed 's/^/    /'
+    job_tail "$name"
   fi
 done
 
@@ -163,7 +168,7 @@ if [ -n "$killed" ] && [ "$state" = COMPLETED ] && [ "$relayout" = 2 ] \
   fi
 else
   fail "lost task: killed '${killed}', job $id $state, relayout at '${relayout}'"
-  grep -v "^step" "$tmp/$name.out" | tail -8 | sed 's/^/    /'
+  job_tail "$name"
 fi
 
 # 4. A time limit of one minute, the notice 45 s before it; rank 0 is held in step 3 until the notice comes.
@@ -186,7 +191,7 @@ if [ "$state" = COMPLETED ] && [ -n "$stops" ] && [ "$stops" != unresumed ] && [
   same_losses "time limit" "$tmp/$name"
 else
   fail "time limit: job $id $state, preempted after step(s) '${stops}', restarts '${restarts}'"
-  grep -v "^step" "$tmp/$name.out" | tail -6 | sed 's/^/    /'
+  job_tail "$name"
 fi
 
 if [ "$fails" -ne 0 ]; then
