@@ -89,6 +89,9 @@ expect "plan: optimizer longer than compute" "cannot exceed it" -- \
   "$bin" plan --paper --compute-seconds 1 --optimizer-seconds 2
 expect "plan: 3-byte elements" "--bytes-per-element" -- "$bin" plan --paper --bytes-per-element 3
 expect "plan: zero batch" "--batch" -- "$bin" plan --paper --batch 0
+expect "plan: unknown baseline" "--baseline" -- "$bin" plan --paper --baseline torchtitan
+expect "plan: check costs without the research baseline" "add --baseline research" -- \
+  "$bin" plan --paper --check-latency-us 100
 expect "report: not a run dir" "no metrics.jsonl in $tmp" -- "$bin" report "$tmp" --out "$tmp/rep"
 expect "export: not a checkpoint" "neither a checkpoint, a run directory" -- "$bin" export "$tmp" --out "$tmp/exp"
 

@@ -136,6 +136,42 @@ TEST(CostModel, StepScheduleOfTwoShardedUnitsByHand) {
   EXPECT_DOUBLE_EQ(plan::simulate_step(u, false, 0), 15.0);
 }
 
+TEST(CostModel, ResearchBaselineWithoutPrefetchAndWithChecksByHand) {
+  // The same two units without prefetch, each collective preceded by 0.25 s of host checks:
+  // forward:  check [0,0.25] AG0 [0.25,1.25] F0 [1.25,3.25]; check AG1 [3.5,4.5] F1 [4.5,6.5]
+  // backward: check AG1' [6.75,7.75]; recompute + backward of 1 [7.75,13.75]; check RS1 [14,15];
+  //           check [14,14.25] AG0' waits for the queue [15,16]; unit 0 [16,22]; check RS0 [22.25,23.25];
+  //           serial [23.25,23.75]
+  std::vector<plan::UnitTimes> u(2);
+  for (auto& x : u) {
+    x.fwd = 2;
+    x.bwd = 4;
+    x.gather = 1;
+    x.reduce = 1;
+    x.freed_after_forward = true;
+  }
+  // No prefetch alone: AG0 [0,1] F0 [1,3] AG1 [3,4] F1 [4,6] AG1' [6,7] B1 [7,13] RS1 [13,14] AG0' [14,15]
+  // B0 [15,21] RS0 [21,22] serial [22,22.5]: 3 s more than with prefetch.
+  EXPECT_DOUBLE_EQ(plan::simulate_step(u, true, 0.5, false), 22.5);
+  for (auto& x : u) x.shard_check = 0.25;
+  EXPECT_DOUBLE_EQ(plan::simulate_step(u, true, 0.5, false), 23.75);
+
+  // PyTorch's DETAIL checks over P ranks: 2 latency + 2 (P - 1) (per peer + latency).
+  const plan::CollectiveChecks checks{25e-6, 5e-6};
+  EXPECT_DOUBLE_EQ(checks.seconds(1), 0.0);
+  EXPECT_NEAR(checks.seconds(512), 50e-6 + 2 * 511 * 30e-6, 1e-15);
+
+  // End to end, one unit of fsdp on 4 ranks: 3 data collectives and 2 control all-reduces, each checked.
+  const auto c = box(1, 4);
+  auto w = one_unit(4000000, 4);
+  w.compute_seconds = 0.010;
+  const double plain = run(c, w, "fsdp").step_seconds;
+  w.prefetch = false;
+  w.checks = {1e-3, 1e-4};
+  const double check = 2e-3 + 2 * 3 * 1.1e-3;
+  EXPECT_NEAR(run(c, w, "fsdp").step_seconds, plain + 5 * check, 1e-12);
+}
+
 TEST(CostModel, PaperLayoutsSitOnTheRightTiers) {
   const auto c = plan::cluster_preset("leonardo", 128);
   plan::Workload w;

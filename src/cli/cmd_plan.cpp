@@ -52,6 +52,8 @@ struct PlanArgs {
   int bytes = 2;
   std::string reduce_dtype;
   std::string inner_state = "keep";
+  std::string baseline = "fedshard";
+  double check_latency_us = 25, check_per_peer_us = 5;
   int grad_accum = 1;
   bool reshard_after_forward = true;
   std::string activation_checkpointing = "auto";
@@ -81,6 +83,10 @@ void print_table(const plan::Cluster& c, const plan::Workload& w, const std::vec
   std::printf("per rank per step: %lld x %lld tokens; %d B/element gathered, %d B reduced/aggregated, %d B master; "
               "overlap %s\n", static_cast<long long>(w.batch_per_rank), static_cast<long long>(w.seq_len),
               w.param_bytes, w.reduce_bytes, w.master_bytes, w.overlap ? "on" : "off");
+  if (!w.prefetch || w.checks.latency_s > 0 || w.checks.per_peer_s > 0)
+    std::printf("baseline research: gathers %s; before every collective a barrier and 2 fingerprint all-gathers "
+                "over Gloo (%.3g us per message, %.3g us per peer at rank 0)\n",
+                w.prefetch ? "prefetched" : "not prefetched", w.checks.latency_s * 1e6, w.checks.per_peer_s * 1e6);
   if (w.compress != "none" || w.round_overlap != "none")
     std::printf("federation rounds: compress %s (block %lld), overlap %s\n", w.compress.c_str(),
                 static_cast<long long>(w.compress_block), w.round_overlap.c_str());
@@ -130,7 +136,9 @@ nlohmann::json to_json(const plan::Cluster& c, const plan::Workload& w, const st
                    {"param_bytes", w.param_bytes},
                    {"reduce_bytes", w.reduce_bytes}, {"master_bytes", w.master_bytes}, {"overlap", w.overlap},
                    {"compress", w.compress}, {"compress_block", w.compress_block},
-                   {"federation_overlap", w.round_overlap}, {"slow", w.slow}, {"timed_rounds", w.timed_rounds}};
+                   {"federation_overlap", w.round_overlap}, {"slow", w.slow}, {"timed_rounds", w.timed_rounds},
+                   {"prefetch", w.prefetch}, {"check_latency_s", w.checks.latency_s},
+                   {"check_per_peer_s", w.checks.per_peer_s}};
   for (const auto& p : plans) {
     nlohmann::json e;
     e["strategy"] = p.spec.strategy.name();
@@ -249,9 +257,24 @@ Command add_plan(CLI::App& app) {
   sub->add_option("--round", a->round, "federation.round: steps | seconds:T (slow groups take fewer steps)");
   sub->add_option("--inner-state", a->inner_state,
                   "federation.inner_state: keep | average (AdamW's moments averaged at every round too) | reset");
+  sub->add_option("--baseline", a->baseline,
+                  "fedshard: the engine as it runs; research: the research code's settings (FSDP without prefetch, "
+                  "TORCH_DISTRIBUTED_DEBUG=DETAIL's Gloo barrier and fingerprint checks before every collective)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"fedshard", "research"}));
+  auto* latency = sub->add_option("--check-latency-us", a->check_latency_us,
+                                  "--baseline research: one small Gloo (TCP) message, one way, in microseconds")
+                      ->capture_default_str()
+                      ->check(kNonNegative);
+  auto* per_peer = sub->add_option("--check-per-peer-us", a->check_per_peer_us,
+                                   "--baseline research: rank 0's handling of one peer in the monitored barrier")
+                       ->capture_default_str()
+                       ->check(kNonNegative);
   sub->add_flag("--json", a->json, "print JSON instead of the table");
 
-  c.run = [a] {
+  c.run = [a, latency, per_peer] {
+    FS_CHECK(a->baseline == "research" || (latency->count() == 0 && per_peer->count() == 0),
+             "--check-latency-us and --check-per-peer-us price --baseline research's checks; add --baseline research");
     plan::Cluster cluster;
     if (a->paper || !a->cluster.empty()) cluster = plan::cluster_preset(a->cluster.empty() ? "leonardo" : a->cluster,
                                                                         a->nodes > 0 ? a->nodes : 128);
@@ -303,6 +326,10 @@ Command add_plan(CLI::App& app) {
     FS_CHECK(a->inner_state == "keep" || a->inner_state == "average" || a->inner_state == "reset",
              "--inner-state must be keep, average or reset, got '", a->inner_state, "'");
     w.inner_state = a->inner_state;
+    if (a->baseline == "research") {
+      w.prefetch = false;
+      w.checks = {a->check_latency_us * 1e-6, a->check_per_peer_us * 1e-6};
+    }
 
     std::vector<plan::StrategySpec> specs;
     if (a->strategies.empty() || (a->strategies.size() == 1 && a->strategies[0] == "all")) {

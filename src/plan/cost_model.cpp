@@ -103,7 +103,12 @@ std::vector<double> unit_forward_flops(const Workload& w) {
 
 }  // namespace
 
-double simulate_step(const std::vector<UnitTimes>& u, bool recompute, double serial_seconds) {
+double CollectiveChecks::seconds(int ranks) const {
+  if (ranks <= 1) return 0;
+  return 2 * latency_s + 2.0 * (ranks - 1) * (per_peer_s + latency_s);
+}
+
+double simulate_step(const std::vector<UnitTimes>& u, bool recompute, double serial_seconds, bool prefetch) {
   double queue_free = 0;
   auto issue = [&](double at, double d) {
     queue_free = std::max(at, queue_free) + d;
@@ -111,24 +116,36 @@ double simulate_step(const std::vector<UnitTimes>& u, bool recompute, double ser
   };
   const size_t n = u.size();
   std::vector<double> gathered(n, -1);  // completion time of the unit's gather; -1: not gathered
-  auto prefetch = [&](size_t k, double at) {
-    if (k < n && gathered[k] < 0) gathered[k] = u[k].gather > 0 ? issue(at, u[k].gather) : at;
-  };
   double t = 0;
+  auto gather = [&](size_t k) {
+    if (k >= n || gathered[k] >= 0) return;
+    if (u[k].gather <= 0) {
+      gathered[k] = t;
+      return;
+    }
+    t += u[k].shard_check;
+    gathered[k] = issue(t, u[k].gather);
+  };
   for (size_t k = 0; k < n; ++k) {
-    prefetch(k, t);
-    prefetch(k + 1, t);
+    gather(k);
+    if (prefetch) gather(k + 1);
     t = std::max(t, gathered[k]) + u[k].fwd;
     if (u[k].freed_after_forward) gathered[k] = -1;
   }
   double reductions_done = 0;
   for (size_t k = n; k-- > 0;) {
-    prefetch(k, t);
-    if (k > 0) prefetch(k - 1, t);
+    gather(k);
+    if (prefetch && k > 0) gather(k - 1);
     t = std::max(t, gathered[k]) + (recompute ? u[k].fwd : 0.0) + u[k].bwd;
     double done = t;
-    if (u[k].reduce > 0) done = issue(t, u[k].reduce);
-    if (u[k].replica > 0) done = issue(t, u[k].replica);
+    if (u[k].reduce > 0) {
+      t += u[k].shard_check;
+      done = issue(t, u[k].reduce);
+    }
+    if (u[k].replica > 0) {
+      t += u[k].replica_check;
+      done = issue(t, u[k].replica);
+    }
     reductions_done = std::max(reductions_done, done);
   }
   t = std::max(t, reductions_done);
@@ -265,15 +282,17 @@ StrategyPlan plan_strategy(const Cluster& cluster, const Workload& w, const Stra
     shard_total += static_cast<double>(b - a);
     times[u].replica = one(replica, comm::Collective::AllReduce, static_cast<double>(b - a) * w.reduce_bytes);
     times[u].freed_after_forward = recompute && w.reshard_after_forward && call_sites == 1;
+    times[u].shard_check = w.checks.seconds(static_cast<int>(shard.size()));
+    times[u].replica_check = w.checks.seconds(static_cast<int>(replica.size()));
   }
 
   const double k = s.strategy.federated ? s.sync_every : 1.0;
   double round_control_seconds = 0;
   for (const auto& c : p.collectives) {
-    if (c.per_round && c.control) round_control_seconds += c.seconds * c.count;
+    const double secs = (c.seconds + w.checks.seconds(c.ranks)) * c.count;
+    if (c.per_round && c.control) round_control_seconds += secs;
     const int t = static_cast<int>(c.tier);
     const double bytes = comm::ring_bus_bytes(c.kind, c.full_bytes, c.ranks) * c.count;
-    const double secs = c.seconds * c.count;
     if (c.per_round) {
       p.bytes_per_round[t] += bytes;
       p.round_comm_seconds += secs;
@@ -312,12 +331,13 @@ StrategyPlan plan_strategy(const Cluster& cluster, const Workload& w, const Stra
   for (auto& t : accumulating) t.reduce = t.replica = 0;
   double control_seconds = 0;
   for (const auto& c : p.collectives)
-    if (c.control && !c.per_round) control_seconds += c.seconds;
+    if (c.control && !c.per_round) control_seconds += c.seconds + w.checks.seconds(c.ranks);
   // A plain aggregation round has no compute to hide behind: it adds its whole time every K steps. Left in
   // flight (delayed, or streaming's F fragments of 1/F each every K/F steps) its data moves on the federation
   // lane during the next K steps and only what does not fit shows; the weight/stop agreement always shows.
-  const double inner = w.overlap ? (w.grad_accum - 1) * simulate_step(accumulating, recompute, 0.0) +
-                                       simulate_step(times, recompute, control_seconds + w.optimizer_seconds)
+  const double inner = w.overlap ? (w.grad_accum - 1) * simulate_step(accumulating, recompute, 0.0, w.prefetch) +
+                                       simulate_step(times, recompute, control_seconds + w.optimizer_seconds,
+                                                     w.prefetch)
                                  : p.compute_seconds + p.step_comm_seconds;
   double round_exposed = p.round_comm_seconds;
   if (w.round_overlap != "none")

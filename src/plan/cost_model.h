@@ -45,6 +45,18 @@ struct Cluster {
 // Named presets: "leonardo" (CINECA Leonardo Booster). Throws fedshard::Error on an unknown name.
 Cluster cluster_preset(const std::string& name, int nodes);
 
+// TORCH_DISTRIBUTED_DEBUG=DETAIL as the research's launcher sets it: before every collective, on the host, a
+// monitored barrier (rank 0 receives from and answers each of the other P - 1 ranks) and two ring all-gathers
+// of the collective's fingerprint, all over Gloo (TCP) among the collective's P ranks (PyTorch's
+// ProcessGroupWrapper::runCollectiveChecks). Priced as
+//   2 latency + 2 (P - 1) per_peer + 2 (P - 1) latency
+// and paid on the training thread: a rank can launch the collective only once every rank has reached it.
+struct CollectiveChecks {
+  double latency_s = 0;   // one small Gloo message, one way (TCP)
+  double per_peer_s = 0;  // rank 0's handling of one peer's message in the barrier
+  double seconds(int ranks) const;
+};
+
 struct Workload {
   model::ModelConfig model;
   int64_t params_override = 0;  // >0: a bare parameter count, priced as one unit
@@ -66,6 +78,8 @@ struct Workload {
   bool timed_rounds = false;  // federation.round = seconds:T: no group waits for a slower one between rounds
   std::string inner_state = "keep";  // federation.inner_state: average also averages AdamW's two moments per round
   std::string activation_checkpointing = "auto";  // auto | on | off
+  bool prefetch = true;  // false: each gather is issued when its unit needs it (FSDP's prefetch off)
+  CollectiveChecks checks;  // zero: none (plan --baseline research sets them)
 };
 
 struct CollectiveCost {
@@ -125,6 +139,9 @@ std::vector<int64_t> unit_params(const Workload& w);
 struct UnitTimes {
   double fwd = 0, bwd = 0;
   double gather = 0, reduce = 0, replica = 0;
+  // Host time before each issue of the unit's collectives on its shard and replica communicators
+  // (CollectiveChecks).
+  double shard_check = 0, replica_check = 0;
   bool freed_after_forward = false;  // re-gathered in backward
 };
 
@@ -133,7 +150,10 @@ struct UnitTimes {
 // needed, prefetch k+1, wait for k, compute. Backward from the last unit: gather k if freed and prefetch
 // k-1, wait, recompute + backward, launch reduce-scatter (+ replica all-reduce). Then wait for all
 // reductions, then the serial tail (blocking control all-reduces, optimizer). Returns the step's duration.
-// serial_seconds: what runs after the reductions (control all-reduces, optimizer step).
-double simulate_step(const std::vector<UnitTimes>& units, bool recompute, double serial_seconds);
+// serial_seconds: what runs after the reductions (control all-reduces, optimizer step). Without prefetch a
+// gather is issued only when its unit is reached; a unit's checks run on the training thread before each of
+// its collectives is issued.
+double simulate_step(const std::vector<UnitTimes>& units, bool recompute, double serial_seconds,
+                     bool prefetch = true);
 
 }  // namespace fedshard::plan
