@@ -1,4 +1,4 @@
-// `fedshard prepare`: tokenizes text directories into token shards with a manifest (see data/prepare.h).
+// `fedshard prepare`: tokenizes text directories and JSONL files into token shards with a manifest (see data/prepare.h).
 #include <cstdio>
 #include <memory>
 
@@ -32,8 +32,16 @@ Command add_prepare(CLI::App& app) {
       "prepare",
       "Tokenize text into token shards plus manifest.json, holding out a validation split per source. Each "
       "--input DIR with subdirectories gives one source per subdirectory (e.g. a Brown genre); otherwise DIR "
-      "itself is one source.");
-  sub->add_option("--input", opts->inputs, "Input directory (repeatable)")->required()->take_all();
+      "itself is one source. Files are documents, except *.jsonl, *.jsonl.gz and *.jsonl.zst: one document "
+      "per line (--text-key).");
+  sub->add_option("--input", opts->inputs,
+                  "Input directory, JSONL file or glob pattern (repeatable); files given directly form one source "
+                  "per parent directory")
+      ->required()
+      ->take_all();
+  sub->add_option("--text-key", opts->text_key, "JSONL: the key of each record's text")->capture_default_str();
+  sub->add_option("--source-key", opts->source_key,
+                  "JSONL: the key of each record's source label (for --partition by-source); default: directories");
   sub->add_option("--out", opts->out, "Output directory; an existing prepared corpus there is replaced")
       ->required();
   sub->add_option("--tokenizer", opts->tokenizer, "bytes | tiktoken:PATH (Llama 3 tokenizer.model)")

@@ -1,5 +1,6 @@
 #include "data/prepare.h"
 
+#include <glob.h>
 #include <stdlib.h>
 
 #include <algorithm>
@@ -9,10 +10,13 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <utility>
 
+#include "data/jsonl.h"
+#include "data/line_reader.h"
 #include "data/shard_file.h"
 #include "util/error.h"
 #include "util/fnv1a.h"
@@ -31,6 +35,41 @@ struct Source {
 };
 
 bool hidden(const fs::path& p) { return p.filename().string().rfind('.', 0) == 0; }
+
+bool has_suffix(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+bool is_jsonl(const std::string& path) {
+  return has_suffix(path, ".jsonl") || has_suffix(path, ".jsonl.gz") || has_suffix(path, ".jsonl.zst");
+}
+
+void check_readable_kind(const std::string& path) {
+  FS_CHECK(!has_suffix(path, ".parquet"), path,
+           ": Parquet input is not supported yet; convert it to JSONL (e.g. pyarrow.parquet.read_table(...)"
+           ".to_pandas().to_json(out, orient='records', lines=True))");
+  FS_CHECK(is_jsonl(path) || !is_compressed(path), path,
+           ": a compressed file is read only as JSONL (*.jsonl.gz, *.jsonl.zst)");
+}
+
+// Inputs with glob characters that name no existing path are expanded (sorted); a pattern must match.
+std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs) {
+  std::vector<std::string> out;
+  for (const auto& input : inputs) {
+    std::error_code ec;
+    if (fs::exists(input, ec) || input.find_first_of("*?[") == std::string::npos) {
+      out.push_back(input);
+      continue;
+    }
+    glob_t g{};
+    const int rc = ::glob(input.c_str(), 0, nullptr, &g);
+    std::vector<std::string> matches(g.gl_pathv, g.gl_pathv + (rc == 0 ? g.gl_pathc : 0));
+    globfree(&g);
+    FS_CHECK(!matches.empty(), "input pattern ", input, " matches nothing");
+    out.insert(out.end(), matches.begin(), matches.end());
+  }
+  return out;
+}
 
 std::vector<fs::directory_entry> list_dir(const fs::path& dir) {
   std::error_code ec;
@@ -58,12 +97,24 @@ std::vector<std::string> documents_under(const fs::path& dir) {
   return files;
 }
 
-std::vector<Source> find_sources(const std::vector<std::string>& inputs) {
+// labels_named: two inputs must not give one label (false when records name their sources).
+std::vector<Source> find_sources(const std::vector<std::string>& inputs, bool labels_named) {
   std::vector<Source> sources;
+  std::map<std::string, Source> by_parent;  // files given as inputs, by their directory
   for (const auto& input : inputs) {
     std::error_code ec;
-    FS_CHECK(fs::exists(input, ec), "input directory ", input, " does not exist");
-    FS_CHECK(fs::is_directory(input, ec), "input ", input, " is not a directory");
+    FS_CHECK(fs::exists(input, ec), "input ", input, " does not exist");
+    if (fs::is_regular_file(input, ec)) {
+      FS_CHECK(is_jsonl(input) || has_suffix(input, ".parquet"), "input ", input,
+               " is a file: give a directory of text documents, or *.jsonl, *.jsonl.gz, *.jsonl.zst files");
+      const fs::path parent = fs::path(input).parent_path().empty() ? fs::path(".") : fs::path(input).parent_path();
+      auto& s = by_parent[fs::weakly_canonical(parent).string()];
+      s.label = fs::weakly_canonical(parent).filename().string();
+      s.dir = parent.string();
+      s.documents.push_back(input);
+      continue;
+    }
+    FS_CHECK(fs::is_directory(input, ec), "input ", input, " is not a directory or a regular file");
     const auto entries = list_dir(input);
     FS_CHECK(!entries.empty(), "input directory ", input, " is empty");
     std::vector<fs::path> subdirs, files;
@@ -77,9 +128,16 @@ std::vector<Source> find_sources(const std::vector<std::string>& inputs) {
       for (const auto& d : subdirs) sources.push_back({d.filename().string(), d.string(), documents_under(d)});
     }
   }
+  for (auto& [parent, s] : by_parent) {
+    std::sort(s.documents.begin(), s.documents.end());
+    s.documents.erase(std::unique(s.documents.begin(), s.documents.end()), s.documents.end());
+    sources.push_back(std::move(s));
+  }
+  for (const auto& s : sources)
+    for (const auto& d : s.documents) check_readable_kind(d);
   for (const auto& s : sources) FS_CHECK(!s.documents.empty(), "source directory ", s.dir, " has no documents");
   std::sort(sources.begin(), sources.end(), [](const Source& a, const Source& b) { return a.label < b.label; });
-  for (size_t i = 1; i < sources.size(); ++i)
+  for (size_t i = 1; i < sources.size() && labels_named; ++i)
     FS_CHECK(sources[i - 1].label != sources[i].label, "source label \"", sources[i].label, "\" is given twice: ",
              sources[i - 1].dir, " and ", sources[i].dir);
   return sources;
@@ -97,6 +155,23 @@ std::vector<bool> val_documents(size_t n, double val_fraction, uint64_t seed, co
   shuffle(order, rng);
   for (size_t i = 0; i < k; ++i) val[order[i]] = true;
   return val;
+}
+
+// Whether one JSONL record is held out: a draw seeded by its source, its file's path within the source's
+// directory and its line, so that it depends on nothing else (other files, other sources, the number of workers).
+bool val_record(double val_fraction, uint64_t seed, const std::string& label, const std::string& file, int64_t line) {
+  if (val_fraction <= 0) return false;
+  SplitMix64 rng(derive_seed({seed, fnv1a64(label.data(), label.size()), fnv1a64(file.data(), file.size()),
+                              static_cast<uint64_t>(line)}));
+  return static_cast<double>(rng.next() >> 11) * 0x1.0p-53 < val_fraction;
+}
+
+// A source label from a record names shard files: keep it a plain file-name part.
+void check_label(const std::string& label) {
+  FS_CHECK(!label.empty() && label.size() <= 128 && label[0] != '.' && label.find('/') == std::string::npos &&
+               std::none_of(label.begin(), label.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20; }),
+           "source \"", label, "\" cannot name a shard file (empty, over 128 bytes, a leading '.', a '/' or a control "
+           "character)");
 }
 
 // The shards of one (split, source): split-source-000.bin, -001, ... Documents start a new shard when they would
@@ -233,45 +308,96 @@ void install(TempDir& built, const std::string& out) {
 
 PrepareSummary prepare_corpus(const PrepareOptions& opts) {
   const auto start = std::chrono::steady_clock::now();
-  FS_CHECK(!opts.inputs.empty(), "no input directories given");
+  FS_CHECK(!opts.inputs.empty(), "no inputs given");
+  FS_CHECK(!opts.text_key.empty(), "the text key must not be empty");
   FS_CHECK(!opts.out.empty(), "no output directory given");
   FS_CHECK(opts.val_fraction >= 0 && opts.val_fraction < 1, "val fraction must be in [0, 1), got ",
            opts.val_fraction);
   FS_CHECK(opts.max_shard_tokens >= 1, "max shard tokens must be positive, got ", opts.max_shard_tokens);
   const auto tok = make_tokenizer(opts.tokenizer);
-  const std::vector<Source> sources = find_sources(opts.inputs);
-  check_output_location(opts.out, opts.inputs);
+  const auto inputs = expand_inputs(opts.inputs);
+  const std::vector<Source> sources = find_sources(inputs, opts.source_key.empty());
+  check_output_location(opts.out, inputs);
 
   TempDir build(opts.out);
   std::vector<uint64_t> train_counts(tok->vocab_size()), val_counts(tok->vocab_size());
-  std::vector<ShardEntry> train_shards, val_shards;
-  for (const auto& source : sources) {
-    const auto val = val_documents(source.documents.size(), opts.val_fraction, opts.seed, source.label);
-    ShardSequence train(build.path(), "train", source.label, *tok, opts.max_shard_tokens);
-    ShardSequence held_out(build.path(), "val", source.label, *tok, opts.max_shard_tokens);
-    for (size_t d = 0; d < source.documents.size(); ++d) {
-      const std::string& path = source.documents[d];
-      const std::string text = read_file(path);
-      std::vector<uint32_t> tokens;
-      try {
-        tokens = tok->encode(text);
-      } catch (const Error& e) {
-        throw Error(cat(path, ": ", e.what()));
-      }
-      tokens.push_back(tok->eos_id());
-      auto& counts = val[d] ? val_counts : train_counts;
-      for (uint32_t t : tokens) ++counts[t];
-      (val[d] ? held_out : train).add_document(tokens);
+  struct SourceShards {
+    ShardSequence train, val;
+  };
+  std::map<std::string, std::unique_ptr<SourceShards>> shards;  // by label: the manifest's order
+  auto shards_of = [&](const std::string& label) -> SourceShards& {
+    auto& s = shards[label];
+    if (!s)
+      s = std::make_unique<SourceShards>(SourceShards{{build.path(), "train", label, *tok, opts.max_shard_tokens},
+                                                      {build.path(), "val", label, *tok, opts.max_shard_tokens}});
+    return *s;
+  };
+  auto add = [&](SourceShards& to, bool val, const std::string& text, const std::string& where) {
+    std::vector<uint32_t> tokens;
+    try {
+      tokens = tok->encode(text);
+    } catch (const Error& e) {
+      throw Error(cat(where, ": ", e.what()));
     }
-    for (auto& e : train.finish()) train_shards.push_back(std::move(e));
-    for (auto& e : held_out.finish()) val_shards.push_back(std::move(e));
+    tokens.push_back(tok->eos_id());
+    auto& counts = val ? val_counts : train_counts;
+    for (uint32_t t : tokens) ++counts[t];
+    (val ? to.val : to.train).add_document(tokens);
+  };
+  JsonlParser parser(opts.text_key, opts.source_key);
+  JsonlRecord record;
+  std::string line;
+  for (const auto& source : sources) {
+    std::vector<std::string> text_files;
+    for (const auto& d : source.documents)
+      if (!is_jsonl(d)) text_files.push_back(d);
+    FS_CHECK(opts.source_key.empty() || text_files.empty(), "--source-key names a key of JSONL records, but ",
+             text_files.empty() ? "" : text_files.front(), " is a text document");
+    const auto val = val_documents(text_files.size(), opts.val_fraction, opts.seed, source.label);
+    size_t text_index = 0;
+    int64_t documents = 0;
+    for (const auto& path : source.documents) {
+      if (!is_jsonl(path)) {
+        add(shards_of(source.label), val[text_index++], read_file(path), path);
+        ++documents;
+        continue;
+      }
+      const std::string within = fs::path(path).lexically_relative(source.dir).string();
+      LineReader lines(path);
+      while (lines.next(line)) {
+        if (line.find_first_not_of(" \t") == std::string::npos) continue;
+        const std::string where = cat(path, ":", lines.line_number());
+        try {
+          parser.parse(line, record);
+        } catch (const Error& e) {
+          throw Error(cat(where, ": ", e.what()));
+        }
+        const std::string& label = opts.source_key.empty() ? source.label : record.source;
+        if (!opts.source_key.empty()) {
+          try {
+            check_label(label);
+          } catch (const Error& e) {
+            throw Error(cat(where, ": ", e.what()));
+          }
+        }
+        add(shards_of(label), val_record(opts.val_fraction, opts.seed, label, within, lines.line_number()),
+            record.text, where);
+        ++documents;
+      }
+    }
+    FS_CHECK(documents > 0, "source ", source.dir, " has no documents (its JSONL files hold no records)");
+  }
+  std::vector<ShardEntry> train_shards, val_shards;
+  for (auto& [label, s] : shards) {
+    for (auto& e : s->train.finish()) train_shards.push_back(std::move(e));
+    for (auto& e : s->val.finish()) val_shards.push_back(std::move(e));
   }
 
   Manifest m;
   m.tokenizer = {tok->spec(), tok->kind(), tok->vocab_size(), tok->bos_id(), tok->eos_id(), tok->fingerprint()};
   m.seed = opts.seed;
   m.val_fraction = opts.val_fraction;
-  for (const auto& s : sources) m.sources.push_back(s.label);
+  for (const auto& [label, s] : shards) m.sources.push_back(label);
   m.shards = std::move(train_shards);
   m.shards.insert(m.shards.end(), val_shards.begin(), val_shards.end());
   if (!val_shards.empty()) m.unigram_val_ppl = unigram_perplexity(train_counts, val_counts);
