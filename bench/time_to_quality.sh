@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Time to quality on three clusters (issue 29): the runs of bench/research_regime.sh (tiny at W = 512, seeds),
+# each step priced at the step time `fedshard plan` predicts for its strategy with Llama 3.1 8B, 2 x 2048
+# tokens per GPU, bf16, K = 8, on
+#  - leonardo: 128 Leonardo nodes (4x A100 64 GB, 400 Gbit/s per node), as fedshard runs, and as the research
+#    code ran (`--baseline research`: no prefetch, TORCH_DISTRIBUTED_DEBUG=DETAIL's checks);
+#  - h100: 64 nodes of 8 H100 (NVLink 4, 3.2 Tbit/s per node: 400 Gbit/s per GPU), 989 TFLOP/s bf16;
+#  - sites: the same 512 A100s in 4 sites joined by 10 Gbit/s, 5 ms links (every ring that leaves a node
+#    crosses a site at some hop: FSDP's, HSDP's replicas' and the rounds'; pessimistic for fl-hsdp, whose
+#    8-node groups could stay inside a site).
+# Prints the table of predicted hours to reach each target perplexity and draws ppl vs predicted hours, one
+# panel per cluster, into docs/results/time_to_quality/.
+# Usage: bench/time_to_quality.sh [BUILD_DIR] [RUN_DIR...]   (default runs: docs/results/research_regime/tiny/*)
+set -euo pipefail
+build=$(cd "${1:-build}" && pwd)
+cd "$(dirname "$0")/.."
+shift || true
+runs=("$@")
+[ ${#runs[@]} -gt 0 ] || runs=(docs/results/research_regime/tiny/research-*)
+out=docs/results/time_to_quality
+mkdir -p "$out"
+strategies=(--strategy fsdp --strategy hsdp:H=4 --strategy fl-fsdp:S=4 --strategy fl-hsdp:S=32,H=4)
+plan() { "$build/fedshard" plan --model llama3.1-8b --reduce-dtype bfloat16 "${strategies[@]}" --json "$@"; }
+plan --cluster leonardo --nodes 128 >"$out/leonardo.json"
+plan --cluster leonardo --nodes 128 --baseline research >"$out/leonardo-research.json"
+plan --nodes 64 --ranks-per-node 8 --flops 989e12 --mfu 0.4 --memory-per-rank 80GB \
+  --link node=3.6Tbit/s,3us --link inter-node=400Gbit/s,5us --link inter-group=400Gbit/s,5us >"$out/h100.json"
+plan --cluster leonardo --nodes 128 --link inter-node=10Gbit/s,5ms --link inter-group=10Gbit/s,5ms >"$out/sites.json"
+python3 bench/time_to_quality.py --figure "$out/ppl_vs_predicted_hours.png" \
+  --cluster "leonardo=$out/leonardo.json" --cluster "leonardo, research settings=$out/leonardo-research.json" \
+  --cluster "8x H100 nodes, 3.2 Tbit/s=$out/h100.json" --cluster "4 sites, 10 Gbit/s=$out/sites.json" \
+  "${runs[@]}" | tee "$out/table.md"
