@@ -240,7 +240,7 @@ TEST_F(DataTest, BadInputsAreNamed) {
   PrepareOptions o = options("out");
   o.inputs = {(root_ / "nowhere").string()};
   std::string msg = error_of([&] { prepare_corpus(o); });
-  EXPECT_NE(msg.find("input directory " + o.inputs[0] + " does not exist"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("input " + o.inputs[0] + " does not exist"), std::string::npos) << msg;
 
   fs::create_directories(root_ / "empty");
   o.inputs = {(root_ / "empty").string()};
