@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Puts the pinned transformers of scripts/requirements-hf.txt (with torch and what they need) into the
-# project-local venv: tests/hf_conformance.sh checks fedshard's Hugging Face import/export against it.
+# Puts the pinned transformers and tensorboard of scripts/requirements-hf.txt (with torch and what they need) into the
+# project-local venv: tests/hf_conformance.sh checks fedshard's Hugging Face import/export against it, and
+# tests/tensorboard.sh reads fedshard's event files with it.
 # Idempotent; needs no GPU and no nvcc (the PyPI torch wheel runs on the CPU).
 # Usage: scripts/setup-hf.sh [VENV_DIR]   (default .venv; PYTHON=... picks the interpreter, default python3)
 set -euo pipefail
@@ -8,6 +9,6 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/venv_pins.sh
 venv=${1:-.venv}
 install_pins setup-hf "$venv" scripts/requirements-hf.txt
-"$venv/bin/python3" -c 'import torch, transformers, safetensors' 2>/dev/null ||
-  die "torch/transformers/safetensors do not import from $venv"
+"$venv/bin/python3" -c 'import torch, transformers, safetensors, tensorboard' 2>/dev/null ||
+  die "torch/transformers/safetensors/tensorboard do not import from $venv"
 echo "setup-hf: $venv has transformers $(sed -n 's/^transformers==//p' scripts/requirements-hf.txt)"

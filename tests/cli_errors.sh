@@ -33,6 +33,8 @@ expect "missing data dir" "no manifest.json" -- "${train[@]}" --data "$tmp/none"
 expect "vocab smaller than the tokenizer's" "model.vocab_size = 100 is smaller than the vocab 258" -- \
   "${train[@]}" --set model.vocab_size=100
 expect "preset vocab not the data's" "model llama3.2-1b has vocab 128256" -- "${train[@]}" --model llama3.2-1b
+touch "$tmp/a-file"
+expect "tensorboard dir under a file" "train.tensorboard: cannot create $tmp/a-file/tb" -- "${train[@]}" --tensorboard "$tmp/a-file/tb"
 expect "hsdp without shard size" "needs --shard-size" -- "${train[@]}" --strategy hsdp
 expect "group size without federation" "needs an fl-* strategy" -- "${train[@]}" --group-size 2
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <fstream>
@@ -14,6 +15,7 @@
 #include "train/config.h"
 #include "optim/optimizer.h"
 #include "train/trainer.h"
+#include "util/crc32c.h"
 #include "util/error.h"
 
 using namespace fedshard;
@@ -61,6 +63,7 @@ TEST(Train, ThirtyStepsOfTinyLowerTheLossAndLogTheSchema) {
   }
   MPI_Barrier(MPI_COMM_WORLD);
   auto cfg = tiny_run((root / "corpus").string(), (root / "run").string());
+  cfg.tensorboard = (root / "run" / "tb").string();
   train::Trainer trainer(train::prepare_training(cfg, mpi.world_size(), mpi.world_rank()));
   const auto summary = trainer.run();
   if (mpi.world_rank() != 0) return;
@@ -90,6 +93,29 @@ TEST(Train, ThirtyStepsOfTinyLowerTheLossAndLogTheSchema) {
   EXPECT_TRUE(saw_summary);
   EXPECT_LT(summary.final_val_ppl, 258.0);  // better than uniform over the byte vocabulary
   EXPECT_TRUE(fs::exists(root / "run" / "config.json"));
+
+  // The TensorBoard file's framing (tests/tensorboard.sh reads the contents back with TensorBoard itself): the
+  // published CRC-32C check value, then one record per event: file version, session start, 30 steps, 1 eval.
+  EXPECT_EQ(crc32c("123456789", 9), 0xE3069283u);
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(root / "run" / "tb")) files.push_back(e.path());
+  ASSERT_EQ(files.size(), 1u);
+  std::ifstream in(files[0], std::ios::binary);
+  const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  int records = 0;
+  for (size_t at = 0; at < data.size(); ++records) {
+    ASSERT_LE(at + 12, data.size());
+    uint64_t n;
+    uint32_t len_crc, body_crc;
+    std::memcpy(&n, data.data() + at, 8);
+    std::memcpy(&len_crc, data.data() + at + 8, 4);
+    ASSERT_LE(at + 16 + n, data.size());
+    std::memcpy(&body_crc, data.data() + at + 12 + n, 4);
+    EXPECT_EQ(len_crc, masked_crc32c(data.data() + at, 8)) << "record " << records;
+    EXPECT_EQ(body_crc, masked_crc32c(data.data() + at + 12, n)) << "record " << records;
+    at += 16 + n;
+  }
+  EXPECT_EQ(records, 2 + 30 + 1);
   fs::remove_all(root);
 }
 

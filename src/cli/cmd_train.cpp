@@ -33,6 +33,7 @@ const std::vector<std::tuple<std::string, std::string, std::string>>& flags() {
       {"--slow", "train.slow", "emulated stragglers: RANK=FACTOR,group:G=FACTOR (compute FACTOR times as long)"},
       {"--steps", "train.steps", "optimizer steps"},
       {"--out", "train.out", "run directory (metrics.jsonl, config.json)"},
+      {"--tensorboard", "train.tensorboard", "directory for TensorBoard event files (e.g. RUN/tb)"},
       {"--seed", "train.seed", "seed of initialization and data order"},
       {"--model", "model.name", "model preset"},
       {"--data", "data.dir", "directory written by fedshard prepare"},

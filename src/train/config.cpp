@@ -155,6 +155,7 @@ const std::vector<Binding>& bindings() {
       key_binding("train.slow", &TrainConfig::slow, "emulated stragglers: RANK=FACTOR,group:G=FACTOR (each named rank's compute takes FACTOR times as long)"),
       key_binding("train.out", &TrainConfig::out, "run directory"),
       key_binding("train.log_every", &TrainConfig::log_every, "steps between metrics lines"),
+      key_binding("train.tensorboard", &TrainConfig::tensorboard, "directory for TensorBoard event files: every step and eval line's numbers as scalars (rank 0 writes them); empty = none"),
       key_binding("train.peak_flops", &TrainConfig::peak_flops, "peak FLOP/s per rank for MFU; 0 = measure a matmul"),
       key_binding("train.defer_host_sync", &TrainConfig::defer_host_sync, "keep the loss and grad norm on the device until the step's log line"),
   };

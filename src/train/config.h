@@ -87,6 +87,7 @@ struct TrainConfig {
   uint64_t seed = 0;
   std::string out = "runs/latest";
   int64_t log_every = 1;
+  std::string tensorboard;  // directory of TensorBoard event files (rank 0 writes them); empty = none
   double peak_flops = 0;  // per rank, for MFU; 0: measure a float32 matmul at start-up
   bool defer_host_sync = true;  // loss and grad norm stay on the device until the step's log line
   std::string profile_steps;  // "A:B": LibTorch's profiler over steps A..B (train/step_profiler.h); "" = off

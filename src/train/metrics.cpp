@@ -22,6 +22,7 @@ void MetricsLog::write(const nlohmann::json& line) {
   const std::string s = line.dump() + "\n";
   FS_CHECK(std::fwrite(s.data(), 1, s.size(), file_) == s.size() && std::fflush(file_) == 0, "cannot write ", path_,
            ": ", std::strerror(errno));
+  tensorboard_.write(line);
 }
 
 }  // namespace fedshard::train

@@ -1,11 +1,13 @@
 // RUN_DIR/metrics.jsonl: one JSON object per line (DESIGN.md "Metrics"), written by world rank 0 and flushed
-// per line so a killed run keeps every completed step.
+// per line so a killed run keeps every completed step; mirrored as TensorBoard scalars when asked.
 #pragma once
 
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <string>
+
+#include "train/tensorboard.h"
 
 namespace fedshard::train {
 
@@ -14,6 +16,8 @@ class MetricsLog {
   MetricsLog() = default;
   // append: keep existing lines (resume); otherwise start a new file.
   void open(const std::string& path, bool append);
+  // Every line written from now on also goes to a new event file in dir (see TensorBoardLog::open).
+  void mirror_to_tensorboard(const std::string& dir, int64_t resumed_after) { tensorboard_.open(dir, resumed_after); }
   ~MetricsLog();
   void write(const nlohmann::json& line);
   bool is_open() const { return file_ != nullptr; }
@@ -21,6 +25,7 @@ class MetricsLog {
  private:
   std::FILE* file_ = nullptr;
   std::string path_;
+  TensorBoardLog tensorboard_;
 };
 
 }  // namespace fedshard::train

@@ -448,6 +448,8 @@ nlohmann::json Trainer::resolved_config() const {
 void Trainer::open_run_files() {
   if (topo_->world_rank() != 0) return;
   const auto& cfg = s_.cfg;
+  // First: a TensorBoard directory that cannot be made stops the run before it writes anything.
+  if (!cfg.tensorboard.empty()) metrics_.mirror_to_tensorboard(cfg.tensorboard, s_.resume ? s_.resume->step : -1);
   write_file_atomically((std::filesystem::path(cfg.out) / "config.json").string(), resolved_.dump(2) + "\n");
   if (s_.resume) {
     reopen_metrics_after(s_.resume->step);
