@@ -3,20 +3,25 @@
 # random init, STEPS optimizer steps, AdamW lr 3e-4 (betas 0.9/0.95, weight decay 0.1), 10% warm-up then
 # cosine to 0, no clipping, micro-batch 2 per rank, K = 8, the same unscaled lr for every strategy; fsdp over
 # all 512, hsdp H = 4, fl-fsdp 128 groups of 4, fl-hsdp 16 groups of 32 with H = 4; each for every seed.
-# Prints and writes (docs/results/research_regime/MODEL/) the table of final validation perplexity per seed,
+# Prints and writes (docs/results/research_regime/MODEL/table[-TAG].md) the final validation perplexity per seed,
 # the mean and the spread, and keeps each run's metrics.jsonl and config.json there.
 # Usage: bench/research_regime.sh [BUILD_DIR]    (after make build; fetches and prepares Brown if needed)
 #   env: MODEL (tiny), SEEDS ("0 1 2"), STEPS (64), SEQ (64), LR (3e-4), W (512),
-#        ARMS ("fsdp hsdp fl-fsdp fl-hsdp"), FL_ARGS (more train flags for the fl-* arms), TAG (a name for the
-#        variant: runs are named research-MODEL-ARM[-TAG]-sSEED; default: lrLR when LR is not 3e-4)
+#        ARMS ("fsdp hsdp fl-fsdp fl-hsdp"), G (fl-fsdp's groups, W/4), K (8), FL_ARGS (more train flags for the
+#        fl-* arms), TAG (a name for the variant: runs are named research-MODEL-ARM[-TAG]-sSEED; default: lrLR,
+#        gG, kK for each of LR, G, K not at its default)
 set -euo pipefail
 build=$(cd "${1:-build}" && pwd)
 cd "$(dirname "$0")/.."
 [ -f data/brown/manifest.json ] || make -s data/brown/manifest.json BUILD="$build"  # as make demo does
 model=${MODEL:-tiny} seeds=${SEEDS:-0 1 2} steps=${STEPS:-64} seq=${SEQ:-64} lr=${LR:-3e-4} w=${W:-512}
-arms=${ARMS:-fsdp hsdp fl-fsdp fl-hsdp}
+arms=${ARMS:-fsdp hsdp fl-fsdp fl-hsdp} groups=${G:-$((w / 4))} k=${K:-8}
 tag=${TAG-}
-[ -n "$tag" ] || [ "$lr" = 3e-4 ] || tag=lr$lr
+if [ -z "$tag" ]; then
+  [ "$lr" = 3e-4 ] || tag=lr$lr
+  [ "$groups" = $((w / 4)) ] || tag=${tag:+$tag-}g$groups
+  [ "$k" = 8 ] || tag=${tag:+$tag-}k$k
+fi
 read -r -a fl_args <<<"${FL_ARGS:-}"
 out=docs/results/research_regime/$model
 mkdir -p "$out" runs
@@ -25,7 +30,7 @@ runs=()
 for seed in $seeds; do
   for spec in "fsdp:--strategy fsdp --emulate $w" \
               "hsdp:--strategy hsdp --shard-size 4 --emulate $w" \
-              "fl-fsdp:--strategy fl-fsdp --emulate $((w / 4))x4" \
+              "fl-fsdp:--strategy fl-fsdp --emulate ${groups}x$((w / groups))" \
               "fl-hsdp:--strategy fl-hsdp --shard-size 4 --emulate $((w / 32))x32"; do
     arm=${spec%%:*}
     [[ " $arms " == *" $arm "* ]] || continue
@@ -36,7 +41,7 @@ for seed in $seeds; do
       echo "== $name" >&2
       rm -rf "runs/$name"
       mpirun --oversubscribe --allow-run-as-root -np 2 "$build/fedshard" train --model "$model" --data data/brown \
-        --seq-len "$seq" --batch-size 2 --lr "$lr" --steps "$steps" --sync-every 8 --threads 1 --seed "$seed" \
+        --seq-len "$seq" --batch-size 2 --lr "$lr" --steps "$steps" --sync-every "$k" --threads 1 --seed "$seed" \
         --eval-every $((steps / 4)) --set eval.windows=512 --set federation.eval_after_sync=false \
         --set optim.min_lr_ratio=0 --set optim.grad_clip=0 --set optim.beta1=0.9 --set optim.beta2=0.95 \
         --set optim.weight_decay=0.1 --out "runs/$name" "${args[@]}" >"runs/$name.log" 2>&1 ||
@@ -47,4 +52,4 @@ for seed in $seeds; do
     runs+=("$out/$name")
   done
 done
-python3 bench/seed_table.py "${runs[@]}" | tee "$out/table.md"
+python3 bench/seed_table.py "${runs[@]}" | tee "$out/table${tag:+-$tag}.md"

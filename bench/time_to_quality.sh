@@ -10,14 +10,15 @@
 #    8-node groups could stay inside a site).
 # Prints the table of predicted hours to reach each target perplexity and draws ppl vs predicted hours, one
 # panel per cluster, into docs/results/time_to_quality/.
-# Usage: bench/time_to_quality.sh [BUILD_DIR] [RUN_DIR...]   (default runs: docs/results/research_regime/tiny/*)
+# Usage: bench/time_to_quality.sh [BUILD_DIR] [RUN_DIR...]   (default runs: the research regime's four arms over
+#   seeds, docs/results/research_regime/tiny/research-tiny-ARM-sSEED); env OUT (docs/results/time_to_quality)
 set -euo pipefail
 build=$(cd "${1:-build}" && pwd)
 cd "$(dirname "$0")/.."
 shift || true
 runs=("$@")
-[ ${#runs[@]} -gt 0 ] || runs=(docs/results/research_regime/tiny/research-*)
-out=docs/results/time_to_quality
+[ ${#runs[@]} -gt 0 ] || runs=(docs/results/research_regime/tiny/research-tiny-{fsdp,hsdp,fl-fsdp,fl-hsdp}-s[0-9])
+out=${OUT:-docs/results/time_to_quality}
 mkdir -p "$out"
 strategies=(--strategy fsdp --strategy hsdp:H=4 --strategy fl-fsdp:S=4 --strategy fl-hsdp:S=32,H=4)
 plan() { "$build/fedshard" plan --model llama3.1-8b --reduce-dtype bfloat16 "${strategies[@]}" --json "$@"; }

@@ -8,7 +8,9 @@
 #   exit 0   the run is finished: exit 0.
 #   exit 75  preempted (SIGTERM/SIGUSR1, e.g. Slurm's --signal): a checkpoint was written. Inside a Slurm job
 #            the job is requeued (scontrol requeue); this script exits 75 either way. Not a failure.
-#            SIGTERM or SIGUSR1 sent to this script itself is passed on to the ranks as SIGUSR1.
+#            SIGTERM or SIGUSR1 sent to this script itself is passed on to the ranks as SIGUSR1; if it ends the
+#            launch before its ranks could take it, they are relaunched with FEDSHARD_PREEMPTED=1 set, which
+#            stops them after their first step with a checkpoint.
 #   other    a failure. The launcher's output names the failed rank ("process rank 3" from mpirun, "task 3:"
 #            or "tasks 3,5-6:" from srun, before srun ends the step's other tasks). Under fl-* with several
 #            groups, every group with a failed rank is dropped and the others continue from their own state on
@@ -99,7 +101,8 @@ while true; do
   # A preemption notice (SIGTERM, or Slurm's --signal=B:USR1 when this script is the batch shell) is passed on as
   # SIGUSR1, which mpirun and srun forward to every rank: mpirun would turn a SIGTERM into a kill of the job.
   # The ranks then checkpoint and the launcher exits 75.
-  trap 'notified=1; say "preemption notice: passed on to the ranks"; kill -USR1 "$launched" 2>/dev/null' TERM USR1
+  noticed=0
+  trap 'notified=1; noticed=1; say "preemption notice: passed on to the ranks"; kill -USR1 "$launched" 2>/dev/null' TERM USR1
   # The launcher runs in the background, where SIGINT (Ctrl-C) does not reach it: end the job and stop.
   trap 'kill -TERM "$launched" 2>/dev/null; wait "$launched"; exit 130' INT
   while true; do
@@ -120,6 +123,14 @@ while true; do
     say "preempted after a checkpoint; requeue to continue"
     if [ -n "${SLURM_JOB_ID:-}" ] && command -v scontrol >/dev/null; then scontrol requeue "$SLURM_JOB_ID"; fi
     exit 75
+  fi
+  # A notice that reached the launch before its ranks could take it (still starting: no handler yet) ended it
+  # without a checkpoint. The notice still stands: relaunch with it, and the ranks stop with a checkpoint after
+  # their first step (FEDSHARD_PREEMPTED; srun and a local mpirun pass the environment on to the ranks).
+  if [ "$noticed" = 1 ] && [ -z "${FEDSHARD_PREEMPTED:-}" ]; then
+    say "launch $attempt ended (exit $rc) by the preemption notice before its ranks could take it; relaunching them to stop with a checkpoint"
+    export FEDSHARD_PREEMPTED=1
+    continue
   fi
   restarts=$((restarts + 1))
   if [ "$restarts" -gt "$max_restarts" ]; then

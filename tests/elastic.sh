@@ -9,6 +9,7 @@
 #       checkpoint gives the same losses bit for bit; at most one checkpoint interval of steps is redone.
 #  4.   Two groups to one: the survivor relaunched alone, continuing its own state.
 #  5-6. Preemption with several groups: every group stops at its next step (pending rounds, the stop notice).
+#  7.   A notice that ends a launch before its ranks can take it: relaunched with the notice standing.
 # Signals and kills land at steps held by FEDSHARD_FAULT stalls, so no case depends on the machine's speed.
 # Usage: elastic.sh FEDSHARD_BINARY
 set -u
@@ -180,6 +181,37 @@ preempt "one group signalled, the other at its round" "$tmp/runs/pre-round" stal
 # 6. Group 0 held at step 3, group 1 at step 5; only rank 0 is signalled: group 0 stops at 3 and its notice
 # releases group 1, which stops at 5, its next step (no round: none pending).
 preempt "one group signalled, the other told by its notice" "$tmp/runs/pre-notice" stall:0:3,stall:2:5 "0 2" 0 2 "3,5" "0,0"
+
+# 7. A notice that comes while a launch is still starting, before its ranks have a handler (on a loaded node, a
+# requeued job's notice can): the launcher is held before it starts the ranks (a wrapper that waits while
+# $tmp/hold exists) and the notice ends it. fedshard-elastic.sh relaunches with the notice standing
+# (FEDSHARD_PREEMPTED): the ranks stop after their first step with a checkpoint, exit 75, and a resume
+# finishes with the uninterrupted run's losses.
+run="$tmp/runs/notice-at-start"
+printf '%s\n' "if [ -e $tmp/hold ]; then mv $tmp/hold $tmp/holding; while true; do sleep 0.1; done; fi" 'exec "$@"' \
+  >"$tmp/held-launcher.sh"
+touch "$tmp/hold"
+timeout 300 bash "$here/../scripts/fedshard-elastic.sh" --max-restarts 1 --np 4 \
+  --launcher "bash $tmp/held-launcher.sh ${mpi[*]} -np {NP}" -- "$bin" "${four[@]}" --out "$run" >"$run.log" 2>&1 &
+pid=$!
+usr1_trapped() {  # PID: its SigCgt mask has SIGUSR1 (10), i.e. fedshard-elastic.sh's trap is set
+  local mask
+  mask=$(awk '/^SigCgt/ {print $2}' "/proc/$1/status" 2>/dev/null)
+  [ -n "$mask" ] && (((16#$mask >> 9) & 1))
+}
+elastic=
+for _ in $(seq 600); do
+  elastic=$(pgrep -P "$pid" -f fedshard-elastic.sh)  # under timeout
+  [ -e "$tmp/holding" ] && [ -n "$elastic" ] && usr1_trapped "$elastic" && break
+  sleep 0.1
+done
+kill -USR1 "$elastic"
+wait "$pid"
+preempted_ok "notice while the launch starts" "$run" $? 1
+grep -q "by the preemption notice before its ranks could take it" "$run.log" ||
+  fail "notice while the launch starts: no relaunch with the notice standing in the log"
+timeout 180 "${mpi[@]}" -np 4 "$bin" "${four[@]}" --out "$run" --resume auto >>"$run.log" 2>&1 || fail "notice resume"
+same_tail "notice while the launch starts, resumed" "$run" "$tmp/runs/ref4" 1 14
 
 if [ "$fails" -ne 0 ]; then
   echo "$fails preemption/elastic case(s) failed"

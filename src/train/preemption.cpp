@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <csignal>
+#include <cstdlib>
 
 namespace fedshard::train {
 
@@ -23,6 +24,9 @@ void install_preemption_handlers() {
   sa.sa_flags = SA_RESTART;  // blocking calls (file writes, MPI progress) carry on
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGUSR1, &sa, nullptr);
+  // Set by scripts/fedshard-elastic.sh when a notice came before an earlier launch's ranks could take it.
+  const char* standing = std::getenv("FEDSHARD_PREEMPTED");
+  if (standing && *standing) received.store(SIGUSR1, std::memory_order_relaxed);
 }
 
 int preemption_signal() { return received.load(std::memory_order_relaxed); }

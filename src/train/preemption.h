@@ -8,7 +8,8 @@ namespace fedshard::train {
 
 constexpr int kPreemptedExit = 75;  // EX_TEMPFAIL (sysexits.h): try again later
 
-// SIGTERM and SIGUSR1 stop training at the next agreed step instead of killing the process.
+// SIGTERM and SIGUSR1 stop training at the next agreed step instead of killing the process; so does a
+// non-empty FEDSHARD_PREEMPTED in the environment (a notice that came before this launch could take it).
 void install_preemption_handlers();
 // The signal received, 0 if none.
 int preemption_signal();
