@@ -20,14 +20,17 @@ runs=("$@")
 [ ${#runs[@]} -gt 0 ] || runs=(docs/results/research_regime/tiny/research-tiny-{fsdp,hsdp,fl-fsdp,fl-hsdp}-s[0-9])
 out=${OUT:-docs/results/time_to_quality}
 mkdir -p "$out"
+# The plans (megabytes of JSON each: every strategy's schedule) are made again on every run, not kept.
+plans=$(mktemp -d)
+trap 'rm -rf "$plans"' EXIT
 strategies=(--strategy fsdp --strategy hsdp:H=4 --strategy fl-fsdp:S=4 --strategy fl-hsdp:S=32,H=4)
 plan() { "$build/fedshard" plan --model llama3.1-8b --reduce-dtype bfloat16 "${strategies[@]}" --json "$@"; }
-plan --cluster leonardo --nodes 128 >"$out/leonardo.json"
-plan --cluster leonardo --nodes 128 --baseline research >"$out/leonardo-research.json"
+plan --cluster leonardo --nodes 128 >"$plans/leonardo.json"
+plan --cluster leonardo --nodes 128 --baseline research >"$plans/leonardo-research.json"
 plan --nodes 64 --ranks-per-node 8 --flops 989e12 --mfu 0.4 --memory-per-rank 80GB \
-  --link node=3.6Tbit/s,3us --link inter-node=400Gbit/s,5us --link inter-group=400Gbit/s,5us >"$out/h100.json"
-plan --cluster leonardo --nodes 128 --link inter-node=10Gbit/s,5ms --link inter-group=10Gbit/s,5ms >"$out/sites.json"
+  --link node=3.6Tbit/s,3us --link inter-node=400Gbit/s,5us --link inter-group=400Gbit/s,5us >"$plans/h100.json"
+plan --cluster leonardo --nodes 128 --link inter-node=10Gbit/s,5ms --link inter-group=10Gbit/s,5ms >"$plans/sites.json"
 python3 bench/time_to_quality.py --figure "$out/ppl_vs_predicted_hours.png" \
-  --cluster "leonardo=$out/leonardo.json" --cluster "leonardo, research settings=$out/leonardo-research.json" \
-  --cluster "8x H100 nodes, 3.2 Tbit/s=$out/h100.json" --cluster "4 sites, 10 Gbit/s=$out/sites.json" \
+  --cluster "leonardo=$plans/leonardo.json" --cluster "leonardo, research settings=$plans/leonardo-research.json" \
+  --cluster "8x H100 nodes, 3.2 Tbit/s=$plans/h100.json" --cluster "4 sites, 10 Gbit/s=$plans/sites.json" \
   "${runs[@]}" | tee "$out/table.md"
