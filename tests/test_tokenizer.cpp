@@ -184,6 +184,17 @@ TEST(Pretokenizer, WhiteSpaceIsUnicodeWhiteSpace) {
   }
 }
 
+// Letters and digits assigned in Unicode 15 and 16 (Nag Mundari U+1E4D0, its digits U+1E4F0, Todhri U+105C0, Kawi
+// digits U+11F50) are \p{L} and \p{N} to tiktoken and Hugging Face tokenizers, unassigned in PCRE2 10.42's tables.
+// Expected pieces: tokenizers 0.23.3's Split with Llama 3's pattern (tiktoken 0.14.0 classifies them alike).
+TEST(Pretokenizer, LettersAndDigitsOfUnicode16) {
+  Pretokenizer p;
+  using V = std::vector<std::string>;
+  EXPECT_EQ(split(p, "a\U0001E4D0\U0001E4D1 \U0001E4F0\U0001E4F1\U0001E4F2\U0001E4F3 \U000105C0x.\U00011F50\U00011F51"),
+            (V{"a\U0001E4D0\U0001E4D1", " ", "\U0001E4F0\U0001E4F1\U0001E4F2", "\U0001E4F3", " \U000105C0x", ".",
+               "\U00011F50\U00011F51"}));
+}
+
 TEST(Pretokenizer, RejectsInvalidUtf8) {
   Pretokenizer p;
   for (const char* bad : {"\xff", "ok \xe4\xb8", "\xed\xa0\x80", "\xc0\xaf", "abc\x80"}) {
@@ -191,6 +202,30 @@ TEST(Pretokenizer, RejectsInvalidUtf8) {
     EXPECT_NE(msg.find("not valid UTF-8"), std::string::npos) << msg;
   }
   EXPECT_NE(error_of([&] { p.split("abc\x80"); }).find("byte 3"), std::string::npos);
+}
+
+// A tokenizer.json's Split regex ("Isolated"): text between matches is a piece of its own; \s and \S are
+// White_Space as in Llama 3's built-in pattern; a pattern that matches nothing is refused rather than looping.
+TEST(Pretokenizer, HuggingFaceSplitRegex) {
+  using V = std::vector<std::string>;
+  const Pretokenizer digits(R"(\d+)", "test pattern");
+  EXPECT_EQ(split(digits, "ab12c345"), (V{"ab", "12", "c", "345"}));
+  EXPECT_EQ(split(digits, "12ab"), (V{"12", "ab"}));
+  const Pretokenizer words(R"(\S+|\s+)", "test pattern");
+  EXPECT_EQ(split(words, "a\u180eb c"), (V{"a\u180eb", " ", "c"}));
+  const Pretokenizer llama3(R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|)"
+                            R"( ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
+                            "Llama 3's pattern from a tokenizer.json");
+  const Pretokenizer builtin;
+  for (const char* text : {"Hello world's 12345!!", "a\u180e's \u3000 x\n\n y", "foo.bar();\n", "I'M don't"}) {
+    EXPECT_EQ(split(llama3, text), split(builtin, text)) << text;
+  }
+  const Pretokenizer empty("x*", "test pattern");
+  EXPECT_NE(error_of([&] { empty.split("ab"); }).find("matched an empty string at byte 0"), std::string::npos);
+  EXPECT_NE(error_of([] { Pretokenizer("[^\\S]", "test pattern"); }).find("\\S inside a character class"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { Pretokenizer("(unclosed", "test pattern"); }).find("cannot compile test pattern"),
+            std::string::npos);
 }
 
 // ---- tiktoken BPE ----

@@ -63,7 +63,7 @@ Command add_generate(CLI::App& app) {
       ->capture_default_str();
   c.app->add_option("--seed", a->seed, "sampling seed")->capture_default_str();
   c.app->add_flag("--ignore-eos", a->ignore_eos, "keep generating past the end-of-sequence token");
-  c.app->add_option("--tokenizer", a->tokenizer, "bytes | tiktoken:FILE (default: the source's)");
+  c.app->add_option("--tokenizer", a->tokenizer, "bytes | tiktoken:FILE | hf:tokenizer.json (default: the source's)");
   c.app->add_option("--json", a->json, "also write prompt ids, generated ids and text here");
   c.run = [a] {
     FS_CHECK(!a->prompt.empty() || !a->prompt_ids.empty(), "generate needs --prompt TEXT or --prompt-ids IDS");

@@ -44,7 +44,7 @@ Command add_prepare(CLI::App& app) {
                   "JSONL: the key of each record's source label (for --partition by-source); default: directories");
   sub->add_option("--out", opts->out, "Output directory; an existing prepared corpus there is replaced")
       ->required();
-  sub->add_option("--tokenizer", opts->tokenizer, "bytes | tiktoken:PATH (Llama 3 tokenizer.model)")
+  sub->add_option("--tokenizer", opts->tokenizer, "bytes | tiktoken:PATH (Llama 3 tokenizer.model) | hf:PATH (a byte-level BPE tokenizer.json)")
       ->capture_default_str();
   sub->add_option("--val-fraction", opts->val_fraction, "Fraction of each source's documents held out, in [0, 1)")
       ->capture_default_str()

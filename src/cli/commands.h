@@ -22,5 +22,6 @@ Command add_export(CLI::App& app);
 Command add_eval(CLI::App& app);
 Command add_generate(CLI::App& app);
 Command add_options(CLI::App& app);
+Command add_tokenize(CLI::App& app);
 
 }  // namespace fedshard::cli

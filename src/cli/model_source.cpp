@@ -52,12 +52,15 @@ ModelSource from_hf(const std::string& dir) {
   s.init = [hf](const model::ParamSlot& slot, int64_t begin, at::Tensor dst) { hf->read(slot.name, begin, dst); };
   const auto config = nlohmann::json::parse(read_file(hf->config_path()));
   if (config.contains("fedshard_tokenizer") && config["fedshard_tokenizer"].is_string()) {
-    // Written by `fedshard export`: "bytes" or "tiktoken:FILE" with FILE relative to the directory.
+    // Written by `fedshard export`: "bytes", "tiktoken:FILE" or "hf:FILE" with FILE relative to the directory.
     s.tokenizer = config["fedshard_tokenizer"].get<std::string>();
-    if (s.tokenizer.rfind("tiktoken:", 0) == 0) s.tokenizer = "tiktoken:" + (fs::path(dir) / s.tokenizer.substr(9)).string();
+    for (const std::string kind : {"tiktoken:", "hf:"})
+      if (s.tokenizer.rfind(kind, 0) == 0) s.tokenizer = kind + (fs::path(dir) / s.tokenizer.substr(kind.size())).string();
   } else {
-    for (const char* f : {"tokenizer.model", "original/tokenizer.model"})
-      if (s.tokenizer.empty() && fs::exists(fs::path(dir) / f)) s.tokenizer = "tiktoken:" + (fs::path(dir) / f).string();
+    // Hugging Face's own file first; Meta's tiktoken file where a directory has only that.
+    for (const auto& [kind, f] : {std::pair{"hf:", "tokenizer.json"}, std::pair{"tiktoken:", "tokenizer.model"},
+                                  std::pair{"tiktoken:", "original/tokenizer.model"}})
+      if (s.tokenizer.empty() && fs::exists(fs::path(dir) / f)) s.tokenizer = kind + (fs::path(dir) / f).string();
   }
   return s;
 }
@@ -85,7 +88,7 @@ std::string tokenizer_spec(const ModelSource& source, const std::string& flag) {
   if (!flag.empty()) return flag;
   FS_CHECK(!source.tokenizer.empty(), source.description, " does not say which tokenizer it uses",
            source.no_tokenizer_because.empty() ? "" : " and " + source.no_tokenizer_because,
-           "; name it with --tokenizer (bytes | tiktoken:FILE)");
+           "; name it with --tokenizer (bytes | tiktoken:FILE | hf:tokenizer.json)");
   return source.tokenizer;
 }
 

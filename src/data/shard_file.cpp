@@ -41,6 +41,7 @@ std::string tokenizer_kind_name(TokenizerKind kind) {
   switch (kind) {
     case TokenizerKind::Bytes: return "bytes";
     case TokenizerKind::Tiktoken: return "tiktoken";
+    case TokenizerKind::HuggingFace: return "hf";
   }
   return cat("unknown(", static_cast<uint32_t>(kind), ")");
 }

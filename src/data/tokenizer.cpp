@@ -2,6 +2,7 @@
 
 #include "data/bpe_tokenizer.h"
 #include "data/byte_tokenizer.h"
+#include "data/hf_tokenizer.h"
 #include "util/error.h"
 
 namespace fedshard::data {
@@ -12,7 +13,11 @@ std::unique_ptr<Tokenizer> make_tokenizer(const std::string& spec) {
   if (spec.size() > prefix.size() && spec.compare(0, prefix.size(), prefix) == 0) {
     return std::make_unique<BpeTokenizer>(spec.substr(prefix.size()));
   }
-  throw Error(cat("unknown tokenizer spec \"", spec, "\" (expected \"bytes\" or \"tiktoken:PATH\")"));
+  const std::string_view hf = "hf:";
+  if (spec.size() > hf.size() && spec.compare(0, hf.size(), hf) == 0) {
+    return std::make_unique<HfTokenizer>(spec.substr(hf.size()));
+  }
+  throw Error(cat("unknown tokenizer spec \"", spec, "\" (expected bytes, tiktoken:PATH or hf:PATH/tokenizer.json)"));
 }
 
 }  // namespace fedshard::data

@@ -1,5 +1,6 @@
-// Text <-> token ids. Two vocabularies: raw bytes (no files needed, for tests and toy runs) and tiktoken-format
-// BPE (Llama 3's tokenizer.model). The fingerprint lets checkpoints and shards refuse a different vocabulary.
+// Text <-> token ids. Three vocabularies: raw bytes (no files needed, for tests and toy runs), tiktoken-format
+// BPE (Llama 3's tokenizer.model) and a Hugging Face byte-level BPE tokenizer.json. The fingerprint lets
+// checkpoints and shards refuse a different vocabulary.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +11,7 @@
 
 namespace fedshard::data {
 
-enum class TokenizerKind : uint32_t { Bytes = 1, Tiktoken = 2 };
+enum class TokenizerKind : uint32_t { Bytes = 1, Tiktoken = 2, HuggingFace = 3 };
 
 class Tokenizer {
  public:
@@ -21,11 +22,11 @@ class Tokenizer {
   virtual uint32_t bos_id() const = 0;
   virtual uint32_t eos_id() const = 0;
   virtual TokenizerKind kind() const = 0;
-  virtual std::string spec() const = 0;        // "bytes" or "tiktoken:PATH" (what make_tokenizer was given)
-  virtual uint64_t fingerprint() const = 0;    // identifies the vocabulary: bytes -> fixed constant; tiktoken -> FNV-1a 64 of the ranks file contents
+  virtual std::string spec() const = 0;        // "bytes", "tiktoken:PATH" or "hf:PATH" (what make_tokenizer was given)
+  virtual uint64_t fingerprint() const = 0;    // identifies the vocabulary: bytes -> fixed constant; files -> FNV-1a 64 of their contents
 };
 
-// spec: "bytes" | "tiktoken:PATH". Throws fedshard::Error on an unknown spec or unreadable/malformed file.
+// spec: "bytes" | "tiktoken:PATH" | "hf:PATH/tokenizer.json". Throws fedshard::Error on an unknown spec or unreadable/malformed file.
 std::unique_ptr<Tokenizer> make_tokenizer(const std::string& spec);
 
 }  // namespace fedshard::data

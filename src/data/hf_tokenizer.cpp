@@ -1,0 +1,331 @@
+#include "data/hf_tokenizer.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "util/error.h"
+#include "util/fnv1a.h"
+
+namespace fedshard::data {
+namespace {
+
+using nlohmann::json;
+
+constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
+
+// GPT-2's pattern, which the ByteLevel pre-tokenizer applies itself when its use_regex is true.
+constexpr std::string_view kGpt2Pattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+
+// Special tokens that stand for the start and the end of a document, by the names the families use.
+constexpr const char* kBosNames[] = {"<|begin_of_text|>", "<s>", "<|endoftext|>"};
+constexpr const char* kEosNames[] = {"<|end_of_text|>", "</s>", "<|endoftext|>"};
+
+// GPT-2's bytes_to_unicode: byte-level BPE writes every byte as one printable code point (printable Latin-1
+// bytes as themselves, the others as U+0100 onwards, in byte order). Inverse: code point -> byte, or kNone.
+std::vector<uint32_t> byte_of_code_point() {
+  std::vector<uint32_t> byte_of(512, kNone);
+  uint32_t next = 256;
+  for (uint32_t b = 0; b < 256; ++b) {
+    const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+    byte_of[printable ? b : next++] = b;
+  }
+  return byte_of;
+}
+
+class Reader {
+ public:
+  explicit Reader(std::string path) : path_(std::move(path)) {}
+
+  [[noreturn]] void fail(const std::string& key, const std::string& what) const {
+    throw Error(cat(path_, ": ", key, ": ", what));
+  }
+  const json& at(const json& obj, const std::string& parent, const char* key) const {
+    if (!obj.is_object() || !obj.contains(key)) fail(join(parent, key), "missing");
+    return obj[key];
+  }
+  // A key that must be absent, null or equal to `allowed` (false, "", ...): anything else is a feature we lack.
+  void must_be(const json& obj, const std::string& parent, const char* key, const json& allowed,
+               const std::string& why) const {
+    if (!obj.contains(key) || obj[key].is_null() || obj[key] == allowed) return;
+    fail(join(parent, key), cat(obj[key].dump(), " is not supported (", why, ")"));
+  }
+  std::string string_at(const json& obj, const std::string& parent, const char* key) const {
+    const json& v = at(obj, parent, key);
+    if (!v.is_string()) fail(join(parent, key), "expected a string, got " + v.dump());
+    return v.get<std::string>();
+  }
+  uint32_t id_at(const json& v, const std::string& key) const {
+    if (!v.is_number_unsigned() || v.get<uint64_t>() >= kNone) fail(key, "expected a token id, got " + v.dump());
+    return v.get<uint32_t>();
+  }
+  static std::string join(const std::string& parent, const char* key) {
+    return parent.empty() ? key : parent + "." + key;
+  }
+
+ private:
+  std::string path_;
+};
+
+// A vocab or merges entry in byte-level form -> its bytes.
+bool byte_level_to_bytes(const std::string& s, const std::vector<uint32_t>& byte_of, std::string& out) {
+  out.clear();
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    uint32_t cp = 0;
+    size_t len = 1;
+    if (c < 0x80) {
+      cp = c;
+    } else if ((c & 0xE0) == 0xC0 && i + 1 < s.size()) {
+      cp = (c & 0x1Fu) << 6 | (static_cast<unsigned char>(s[i + 1]) & 0x3Fu);
+      len = 2;
+    } else {
+      return false;  // byte-level code points are all below U+0800: one or two UTF-8 bytes
+    }
+    if (cp >= byte_of.size() || byte_of[cp] == kNone) return false;
+    out.push_back(static_cast<char>(byte_of[cp]));
+    i += len;
+  }
+  return !out.empty();
+}
+
+// The pre-tokenizer's regex: a ByteLevel that splits with GPT-2's pattern, or a Split by a regex followed by a
+// ByteLevel that only maps bytes (Llama 3, Qwen2).
+std::string pretokenizer_pattern(const Reader& r, const json& root) {
+  const json& pre = r.at(root, "", "pre_tokenizer");
+  const auto byte_level = [&](const json& p, const std::string& key, bool use_regex) {
+    r.must_be(p, key, "add_prefix_space", false, "fedshard does not insert a space before each document");
+    const bool regex = !p.contains("use_regex") || p["use_regex"] == true;
+    if (regex != use_regex) {
+      r.fail(key + ".use_regex", use_regex ? "false is not supported: a ByteLevel alone must split with its regex"
+                                           : "true is not supported after a Split");
+    }
+  };
+  if (pre.is_object() && pre.value("type", "") == "ByteLevel") {
+    byte_level(pre, "pre_tokenizer", true);
+    return std::string(kGpt2Pattern);
+  }
+  if (!pre.is_object() || pre.value("type", "") != "Sequence") {
+    r.fail("pre_tokenizer", cat(pre.is_object() ? pre.value("type", pre.dump()) : pre.dump(),
+                                " is not supported (a ByteLevel, or a Sequence of a Split and a ByteLevel)"));
+  }
+  const json& seq = r.at(pre, "pre_tokenizer", "pretokenizers");
+  if (!seq.is_array() || seq.size() != 2 || !seq[0].is_object() || seq[0].value("type", "") != "Split" ||
+      !seq[1].is_object() || seq[1].value("type", "") != "ByteLevel") {
+    r.fail("pre_tokenizer.pretokenizers", "only [Split, ByteLevel] is supported, got " + seq.dump().substr(0, 200));
+  }
+  const json& split = seq[0];
+  const std::string key = "pre_tokenizer.pretokenizers[0]";
+  if (r.string_at(split, key, "behavior") != "Isolated") {
+    r.fail(key + ".behavior", cat("\"", split["behavior"].get<std::string>(), "\" is not supported (Isolated)"));
+  }
+  r.must_be(split, key, "invert", false, "an inverted split");
+  const json& pattern = r.at(split, key, "pattern");
+  if (!pattern.is_object() || !pattern.contains("Regex") || !pattern["Regex"].is_string()) {
+    r.fail(key + ".pattern", pattern.dump() + " is not supported (a Regex)");
+  }
+  byte_level(seq[1], "pre_tokenizer.pretokenizers[1]", false);
+  return pattern["Regex"].get<std::string>();
+}
+
+}  // namespace
+
+HfTokenizer::HfTokenizer(const std::string& path) : path_(path) {
+  std::ifstream in(path, std::ios::binary);
+  FS_CHECK(in, "cannot open tokenizer file ", path, ": ", std::strerror(errno));
+  const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  FS_CHECK(!in.bad(), "cannot read tokenizer file ", path);
+  fingerprint_ = fnv1a64(data.data(), data.size());
+  json root;
+  try {
+    root = json::parse(data);
+  } catch (const json::exception& e) {
+    throw Error(cat(path, ": not valid JSON: ", e.what()));
+  }
+  const Reader r(path);
+  FS_CHECK(root.is_object(), path, ": expected a JSON object (a Hugging Face tokenizer.json)");
+  r.must_be(root, "", "normalizer", nullptr, "fedshard reads text as it is");
+  r.must_be(root, "", "truncation", nullptr, "fedshard does not cut documents");
+  r.must_be(root, "", "padding", nullptr, "fedshard does not pad documents");
+  const json& decoder = r.at(root, "", "decoder");
+  if (!decoder.is_null() && (!decoder.is_object() || decoder.value("type", "") != "ByteLevel")) {
+    r.fail("decoder", decoder.dump().substr(0, 200) + " is not supported (ByteLevel)");
+  }
+
+  const json& model = r.at(root, "", "model");
+  if (r.string_at(model, "model", "type") != "BPE") {
+    r.fail("model.type", cat("\"", model["type"].get<std::string>(), "\" is not supported (BPE)"));
+  }
+  r.must_be(model, "model", "dropout", nullptr, "BPE dropout is for training a tokenizer");
+  r.must_be(model, "model", "unk_token", nullptr, "byte-level BPE has a token for every byte");
+  r.must_be(model, "model", "continuing_subword_prefix", "", "byte-level BPE marks no subwords");
+  r.must_be(model, "model", "end_of_word_suffix", "", "byte-level BPE marks no word ends");
+  r.must_be(model, "model", "byte_fallback", false, "SentencePiece-style byte fallback");
+  r.must_be(model, "model", "fuse_unk", false, "byte-level BPE has no unknown token");
+  ignore_merges_ = model.value("ignore_merges", false);
+
+  const std::vector<uint32_t> byte_of = byte_of_code_point();
+  const auto define = [&](uint32_t id, std::string text, const std::string& key) {
+    if (id >= text_of_id_.size()) {
+      text_of_id_.resize(id + 1);
+      known_id_.resize(id + 1, false);
+    }
+    if (known_id_[id] && text_of_id_[id] != text) r.fail(key, cat("id ", id, " is given to two different tokens"));
+    known_id_[id] = true;
+    text_of_id_[id] = std::move(text);
+  };
+  const json& vocab = r.at(model, "model", "vocab");
+  if (!vocab.is_object() || vocab.empty()) r.fail("model.vocab", "expected an object of token -> id");
+  std::string bytes;
+  for (const auto& [token, id_json] : vocab.items()) {
+    const std::string key = "model.vocab[" + json(token).dump() + "]";
+    if (!byte_level_to_bytes(token, byte_of, bytes)) r.fail(key, "not a byte-level token");
+    const uint32_t id = r.id_at(id_json, key);
+    if (!vocab_.emplace(bytes, id).second) r.fail(key, "the same bytes as another token");
+    define(id, bytes, key);
+  }
+  for (uint32_t b = 0; b < 256; ++b) {
+    const auto it = vocab_.find(std::string(1, static_cast<char>(b)));
+    if (it == vocab_.end()) {
+      r.fail("model.vocab", cat("byte ", b, " has no token: byte-level BPE needs all 256 (a tokenizer trained ",
+                                "with ByteLevel.alphabet() as its initial alphabet has them)"));
+    }
+    byte_id_[b] = it->second;
+  }
+
+  const json& merges = r.at(model, "model", "merges");
+  if (!merges.is_array()) r.fail("model.merges", "expected an array");
+  FS_CHECK(merges.size() < kNone, path, ": model.merges: too many merges");
+  std::string left, right;
+  for (uint32_t rank = 0; rank < merges.size(); ++rank) {
+    const json& m = merges[rank];
+    const std::string key = cat("model.merges[", rank, "]");
+    std::string a, b;
+    if (m.is_string()) {
+      const std::string s = m.get<std::string>();
+      const size_t space = s.find(' ');
+      if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos) {
+        r.fail(key, "expected \"LEFT RIGHT\", got " + m.dump());
+      }
+      a = s.substr(0, space);
+      b = s.substr(space + 1);
+    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+      a = m[0].get<std::string>();
+      b = m[1].get<std::string>();
+    } else {
+      r.fail(key, "expected \"LEFT RIGHT\" or [LEFT, RIGHT], got " + m.dump());
+    }
+    if (!byte_level_to_bytes(a, byte_of, left) || !byte_level_to_bytes(b, byte_of, right)) {
+      r.fail(key, "not byte-level tokens: " + m.dump());
+    }
+    const auto l = vocab_.find(left), rt = vocab_.find(right), merged = vocab_.find(left + right);
+    if (l == vocab_.end() || rt == vocab_.end() || merged == vocab_.end()) {
+      r.fail(key, m.dump() + " names a token that is not in model.vocab");
+    }
+    // A pair listed twice keeps its first rank, as the tokenizers library's map does.
+    merges_.emplace(uint64_t{l->second} << 32 | rt->second, Merge{rank, merged->second});
+  }
+
+  const json& added = root.contains("added_tokens") ? root["added_tokens"] : json::array();
+  if (!added.is_array()) r.fail("added_tokens", "expected an array");
+  bos_ = eos_ = kNone;
+  size_t bos_rank = std::size(kBosNames), eos_rank = std::size(kEosNames);
+  for (size_t i = 0; i < added.size(); ++i) {
+    const std::string key = cat("added_tokens[", i, "]");
+    const std::string content = r.string_at(added[i], key, "content");
+    const uint32_t id = r.id_at(r.at(added[i], key, "id"), key + ".id");
+    if (added[i].value("special", false) != true) {
+      r.fail(key, cat("\"", content, "\" is not special: only special added tokens are supported"));
+    }
+    define(id, content, key);
+    for (size_t k = 0; k < std::size(kBosNames); ++k)
+      if (content == kBosNames[k] && k < bos_rank) bos_ = id, bos_rank = k;
+    for (size_t k = 0; k < std::size(kEosNames); ++k)
+      if (content == kEosNames[k] && k < eos_rank) eos_ = id, eos_rank = k;
+  }
+  if (eos_ == kNone) {
+    r.fail("added_tokens", "no end-of-document special token (<|end_of_text|>, </s> or <|endoftext|>)");
+  }
+  if (bos_ == kNone) bos_ = eos_;  // GPT-2 and Qwen2 start a document after the end of the last one
+
+  pretokenizer_ = std::make_unique<Pretokenizer>(pretokenizer_pattern(r, root), path + ": pre_tokenizer's regex");
+}
+
+const HfTokenizer::Merge* HfTokenizer::merge_of(uint32_t left, uint32_t right) const {
+  const auto it = merges_.find(uint64_t{left} << 32 | right);
+  return it == merges_.end() ? nullptr : &it->second;
+}
+
+std::vector<uint32_t> HfTokenizer::encode(std::string_view text) const {
+  std::vector<uint32_t> ids;
+  ids.reserve(text.size() / 3);
+  for (std::string_view piece : pretokenizer_->split(text)) encode_piece(piece, ids);
+  return ids;
+}
+
+// The tokenizers library's BPE word merge: start from one token per byte and repeatedly apply the listed merge
+// of lowest rank among adjacent pairs, leftmost first. A heap over (rank, position) keeps long pieces
+// O(n log n); an entry is stale when its position no longer starts that pair.
+void HfTokenizer::encode_piece(std::string_view piece, std::vector<uint32_t>& out) const {
+  if (ignore_merges_) {
+    const auto whole = vocab_.find(std::string(piece));
+    if (whole != vocab_.end()) {
+      out.push_back(whole->second);
+      return;
+    }
+  }
+  struct Candidate {
+    uint32_t rank;
+    size_t pos;
+    bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
+  };
+  const size_t n = piece.size();
+  std::vector<uint32_t> id(n), pair_rank(n, kNone);
+  std::vector<size_t> next(n), prev(n);
+  std::vector<Candidate> heap;
+  for (size_t i = 0; i < n; ++i) {
+    id[i] = byte_id_[static_cast<unsigned char>(piece[i])];
+    next[i] = i + 1;
+    prev[i] = i == 0 ? std::string_view::npos : i - 1;
+  }
+  const auto push = [&](size_t i) {
+    const Merge* m = next[i] < n ? merge_of(id[i], id[next[i]]) : nullptr;
+    pair_rank[i] = m ? m->rank : kNone;
+    if (!m) return;
+    heap.push_back({m->rank, i});
+    std::push_heap(heap.begin(), heap.end(), std::greater<Candidate>());
+  };
+  for (size_t i = 0; i < n; ++i) push(i);
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), std::greater<Candidate>());
+    const Candidate c = heap.back();
+    heap.pop_back();
+    if (pair_rank[c.pos] != c.rank) continue;  // stale: a neighbour merged since this was pushed
+    const size_t i = c.pos, j = next[i];
+    id[i] = merge_of(id[i], id[j])->id;
+    next[i] = next[j];
+    if (next[j] < n) prev[next[j]] = i;
+    pair_rank[j] = kNone;
+    push(i);
+    if (prev[i] != std::string_view::npos) push(prev[i]);
+  }
+  for (size_t i = 0; i < n; i = next[i]) out.push_back(id[i]);
+}
+
+std::string HfTokenizer::decode(const std::vector<uint32_t>& ids) const {
+  std::string text;
+  for (uint32_t id : ids) {
+    FS_CHECK(id < known_id_.size() && known_id_[id], "token id ", id, " is not in ", path_, " (vocab size ",
+             vocab_size(), ")");
+    text += text_of_id_[id];
+  }
+  return text;
+}
+
+}  // namespace fedshard::data
