@@ -2,14 +2,15 @@
 """fedshard's tokenizer.json reader against the real Hugging Face `tokenizers` library (the venv's pin).
 
 For each tokenizer.json of tests/fixtures/hf_tokenizers (GPT-2-style and Llama-3-style, trained on Brown by
-make_fixtures.py): `fedshard tokenize` of every Brown document and of an adversarial set (mixed scripts, emoji,
-control characters, long runs of spaces, digits and punctuation, contractions in odd cases, special tokens' text)
-gives exactly the ids of Tokenizer.encode(text, add_special_tokens=False) with encode_special_tokens set (a
-special token's text inside a document is text, as fedshard encodes it), document by document. Then `prepare --tokenizer hf:` writes those
-ids followed by the end-of-text id, and a file asking for what the reader lacks is refused in one line naming the
-key.
+make_fixtures.py): `fedshard tokenize` of every document (Brown's 500, or the license texts where Brown is not at
+hand) and of an adversarial set (mixed scripts, emoji, control characters, long runs of spaces, digits and
+punctuation, contractions in odd cases, special tokens' text, letters and digits of Unicode 15 and 16) gives
+exactly the ids of Tokenizer.encode(text, add_special_tokens=False) with encode_special_tokens set (a special
+token's text inside a document is text, as fedshard encodes it), document by document; so does a file that lists
+a merge twice. Then `prepare --tokenizer hf:` writes those ids followed by the end-of-text id, and a file asking
+for what the reader lacks is refused in one line naming the key.
 
-Usage: hf_tokenizer.py FEDSHARD_BINARY BROWN_DIR WORK_DIR
+Usage: hf_tokenizer.py FEDSHARD_BINARY DOCUMENTS_DIR WORK_DIR (every file below DOCUMENTS_DIR a document)
 """
 import copy
 import glob
@@ -82,25 +83,42 @@ def refused(bin_, base, work, name, mutate, want):
 
 
 def main():
-    bin_, brown, work = sys.argv[1:4]
+    bin_, corpus_dir, work = sys.argv[1:4]
     docs = []
-    for path in sorted(glob.glob(os.path.join(brown, "*", "*.txt"))):
-        with open(path, encoding="utf-8") as f:
-            docs.append(f.read())
-    if len(docs) < 500:
-        raise SystemExit(f"FAIL: {len(docs)} Brown documents in {brown}, expected 500")
+    for path in sorted(glob.glob(os.path.join(corpus_dir, "**", "*"), recursive=True)):
+        if os.path.isfile(path) and not os.path.basename(path).startswith("."):
+            with open(path, encoding="utf-8") as f:
+                docs.append(f.read())
+    corpus = "Brown" if len(docs) == 500 else os.path.basename(corpus_dir)
+    if len(docs) < 10:
+        raise SystemExit(f"FAIL: only {len(docs)} documents in {corpus_dir}")
     ok = True
     for fixture in sorted(glob.glob(os.path.join(FIXTURES, "*.json"))):
         name = os.path.basename(fixture)
         hf = Tokenizer.from_file(fixture)
         hf.encode_special_tokens = True  # a special token's text in a document is text (fedshard's rule)
-        for label, set_ in (("Brown", docs), ("adversarial", ADVERSARIAL)):
+        for label, set_ in ((corpus, docs), ("adversarial", ADVERSARIAL)):
             ours = tokenize(bin_, "hf:" + fixture, set_, work)
             theirs = [e.ids for e in hf.encode_batch(set_, add_special_tokens=False)]
             same = compare(f"{name} {label}", set_, ours, theirs)
             ok &= same
             if same:
                 print(f"ok   {name} {label}: {len(set_)} documents, {sum(map(len, ours))} tokens, ids identical")
+
+    # A pair listed twice in merges: the library keeps its last rank (here the first merge moves to the end).
+    dup = json.load(open(os.path.join(FIXTURES, "gpt2-style.json")))
+    dup["model"]["merges"].append(dup["model"]["merges"][0])
+    dup_path = os.path.join(work, "duplicate-merge.json")
+    with open(dup_path, "w") as f:
+        json.dump(dup, f)
+    hf = Tokenizer.from_file(dup_path)
+    hf.encode_special_tokens = True
+    set_ = docs[:20] + ADVERSARIAL
+    theirs = [e.ids for e in hf.encode_batch(set_, add_special_tokens=False)]
+    same = compare("a duplicate merge", set_, tokenize(bin_, "hf:" + dup_path, set_, work), theirs)
+    ok &= same
+    if same:
+        print(f"ok   a duplicate merge: {len(set_)} documents, ids identical")
 
     # prepare writes each document's ids and then the end-of-text id; the manifest names the tokenizer.
     fixture = os.path.join(FIXTURES, "llama3-style.json")

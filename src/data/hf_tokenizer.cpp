@@ -228,8 +228,8 @@ HfTokenizer::HfTokenizer(const std::string& path) : path_(path) {
     if (l == vocab_.end() || rt == vocab_.end() || merged == vocab_.end()) {
       r.fail(key, m.dump() + " names a token that is not in model.vocab");
     }
-    // A pair listed twice keeps its first rank, as the tokenizers library's map does.
-    merges_.emplace(uint64_t{l->second} << 32 | rt->second, Merge{rank, merged->second});
+    // A pair listed twice keeps its last rank, as the tokenizers library's map does (checked with 0.23.3).
+    merges_[uint64_t{l->second} << 32 | rt->second] = Merge{rank, merged->second};
   }
 
   const json& added = root.contains("added_tokens") ? root["added_tokens"] : json::array();
