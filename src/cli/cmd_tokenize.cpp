@@ -1,5 +1,5 @@
 // `fedshard tokenize --tokenizer SPEC [FILE]`: the ids of each document of a JSONL file (stdin by default), one
-// JSON array per line, without BOS/EOS: what `prepare` writes between a document's BOS and EOS. For checking a
+// JSON array per line, without BOS/EOS: what `prepare` writes of a document before its EOS. For checking a
 // tokenizer against its reference library document by document.
 #include <fstream>
 #include <iostream>
