@@ -1,9 +1,6 @@
 #include "data/hf_tokenizer.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <functional>
 #include <iterator>
 #include <limits>
@@ -11,6 +8,7 @@
 
 #include "util/error.h"
 #include "util/fnv1a.h"
+#include "util/posix_file.h"
 
 namespace fedshard::data {
 namespace {
@@ -137,10 +135,7 @@ std::string pretokenizer_pattern(const Reader& r, const json& root) {
 }  // namespace
 
 HfTokenizer::HfTokenizer(const std::string& path) : path_(path) {
-  std::ifstream in(path, std::ios::binary);
-  FS_CHECK(in, "cannot open tokenizer file ", path, ": ", std::strerror(errno));
-  const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  FS_CHECK(!in.bad(), "cannot read tokenizer file ", path);
+  const std::string data = read_file(path);
   fingerprint_ = fnv1a64(data.data(), data.size());
   json root;
   try {
