@@ -20,7 +20,8 @@ export FEDSHARD_BROWN_TARBALL
 # Debug information: -g1 (function names and line tables, enough for every backtrace and sanitizer report) costs a
 # third of -g's compile time; DEBUG_LEVEL=2 for a debugger's view of local variables.
 DEBUG_LEVEL ?= 1
-BUILD_TYPE = -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g$(DEBUG_LEVEL) -DNDEBUG"
+BUILD_TYPE = -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g$(DEBUG_LEVEL) -DNDEBUG" \
+             -DFEDSHARD_VENV=$(abspath $(VENV))
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 FUZZ_SECONDS ?= 600
@@ -66,9 +67,10 @@ build-asan: setup
 test-asan: build-asan
 	@cd $(ASAN_BUILD) && $(ASAN_ENV) ctest --output-on-failure --timeout 900 -j1 -R '^(test_|fuzz_)'
 
-# What `make test` (CI) runs of it, to stay inside CI's time: every unit test and fuzz target, and each
-# multi-rank test at its smallest world that still slices a model inside a group or crosses groups.
-ASAN_CI = ^(test_(model|tokenizer|data|partition|plan|report|safetensors|preemption)$$|test_(sharding|train|checkpoint|relaxed_rounds|link_emulation)_np2$$|test_(federation|plan_measured)_np4$$|test_ring_ops_np[23]$$|fuzz_)
+# What `make test` (CI) runs of it, to stay inside CI's time: every unit test and fuzz target, each multi-rank
+# test at its smallest world that still slices a model inside a group or crosses groups, and Parquet input (its
+# helper process and protocol; the sentencepiece helper runs in test_tokenizer).
+ASAN_CI = ^(test_(model|tokenizer|data|partition|plan|report|safetensors|preemption)$$|test_(sharding|train|checkpoint|relaxed_rounds|link_emulation)_np2$$|test_(federation|plan_measured)_np4$$|test_ring_ops_np[23]$$|fuzz_|prepare_parquet$$)
 test-asan-ci: build-asan
 	@cd $(ASAN_BUILD) && $(ASAN_ENV) ctest --output-on-failure --timeout 900 -j1 -R '$(ASAN_CI)'
 
@@ -97,10 +99,11 @@ fuzz: build-asan
 setup-hf:
 	@bash scripts/setup-hf.sh $(VENV)
 
-test-cpu: build setup-hf
+# The venv first: the build takes Parquet input's Arrow/Parquet C++ from its pyarrow.
+test-cpu: setup-hf build
 	@cd $(BUILD) && ctest --output-on-failure --timeout 600 -j1
 
-test-cuda: build-cuda setup-hf
+test-cuda: setup-hf build-cuda
 	@cd $(CUDA_BUILD) && ctest --output-on-failure --timeout 600 -j1
 
 test: test-cpu test-asan-ci $(if $(WITH_CUDA),test-cuda,)

@@ -8,7 +8,7 @@ pkgs=(
   libtorch-dev python3-torch libopenblas0-openmp
   libopenmpi-dev openmpi-bin
   libcli11-dev nlohmann-json3-dev libtomlplusplus-dev libpcre2-dev
-  libsimdjson-dev zlib1g-dev libzstd-dev zstd
+  libsimdjson-dev zlib1g-dev libzstd-dev zstd libsentencepiece-dev
   libgtest-dev googletest
   gnuplot-nox iproute2
 )

@@ -16,56 +16,14 @@ import copy
 import glob
 import json
 import os
-import struct
 import subprocess
 import sys
 
 from tokenizers import Tokenizer
 
+from tokenizer_conformance import ADVERSARIAL, compare, prepare, read_documents, tokenize
+
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "hf_tokenizers")
-
-ADVERSARIAL = [
-    "", " ", "a", "Hello, world!", "  leading and trailing  ", "tabs\tand\nnewlines\r\n\r\nend",
-    "I'm you're he'LL she'S we'VE they'D it's 'tis", "don't DON'T Don'T",
-    "1234567890 12 123 1234 3.14159 1,000,000 -42 +7e10", "٣٤٥ ٦٧ ४२ 一二三 Ⅻ ½",
-    "naïve café résumé Ångström Æsir œuvre straße", "Ελληνικά Русский язык עברית العربية हिन्दी",
-    "日本語のテキスト、中文文本，한국어 텍스트", "ไทย ລາວ ខ្មែរ ქართული Հայերեն",
-    "emoji 😀😃🎉👍🏽 👨‍👩‍👧‍👦 🇩🇪🇯🇵 ❤️ ✔︎", "zero\u200bwidth\u200djoiner\ufeffbom",
-    "control \x01\x02\x07\x1b[31m\x7f chars", "nbsp\u00a0thin\u2009ideo\u3000line\u2028para\u2029end",
-    "mongolian\u180evowel's separator", "               many spaces", "x" + " " * 40 + "y",
-    "\n\n\n\n\n\n", "\t\t\t  \n \n", "9" * 50, "!!!???...,,,;;;:::---___***", "a" * 200,
-    "<|endoftext|> and <|end_of_text|> as plain text", "Mixed123Numbers456and789Letters", "CamelCaseWords AND ALLCAPS",
-    "http://example.com/path?q=1&r=2#frag user@example.org", "def f(x):\n    return x ** 2  # comment\n",
-    "{\"json\": [1, 2, {\"k\": null}]}", "é" * 30 + " " + "😀" * 10, "Ω≈ç√∫˜µ≤≥÷ ¡™£¢∞§¶•ªº–≠",
-    "’curly’ “quotes” ‘single’ — dashes – … ellipsis", "A\u0301 combining e\u0301\u0302 marks",
-    # letters and digits of Unicode 15 and 16 (Nag Mundari, Todhri, Garay, Kawi, CJK extension H)
-    "Nag \U0001E4D0\U0001E4D1\U0001E4D2 \U0001E4F0\U0001E4F1\U0001E4F2\U0001E4F3\U0001E4F4 Todhri \U000105C0\U000105C1's "
-    "Garay \U00010D40\U00010D41\U00010D42\U00010D43 Kawi \U00011F50\U00011F51 \U00031350\U00031351x9",
-]
-
-
-def tokenize(bin_, spec, docs, work):
-    path = os.path.join(work, "docs.jsonl")
-    with open(path, "w", encoding="utf-8") as f:
-        for d in docs:
-            f.write(json.dumps({"text": d}, ensure_ascii=False) + "\n")
-    out = subprocess.run([bin_, "tokenize", "--tokenizer", spec, path], capture_output=True, text=True)
-    if out.returncode != 0:
-        raise SystemExit(f"FAIL fedshard tokenize {spec}: {out.stderr.strip()}")
-    return [json.loads(line) for line in out.stdout.splitlines()]
-
-
-def compare(name, docs, ours, theirs):
-    if len(ours) != len(docs):
-        print(f"FAIL {name}: {len(ours)} lines for {len(docs)} documents")
-        return False
-    for i, (a, b) in enumerate(zip(ours, theirs)):
-        if a != b:
-            k = next((j for j in range(min(len(a), len(b))) if a[j] != b[j]), min(len(a), len(b)))
-            print(f"FAIL {name}: document {i} ({docs[i][:40]!r}...) differs at token {k}: "
-                  f"fedshard {a[max(0, k - 3):k + 3]} tokenizers {b[max(0, k - 3):k + 3]}")
-            return False
-    return True
 
 
 def refused(bin_, base, work, name, mutate, want):
@@ -84,14 +42,7 @@ def refused(bin_, base, work, name, mutate, want):
 
 def main():
     bin_, corpus_dir, work = sys.argv[1:4]
-    docs = []
-    for path in sorted(glob.glob(os.path.join(corpus_dir, "**", "*"), recursive=True)):
-        if os.path.isfile(path) and not os.path.basename(path).startswith("."):
-            with open(path, encoding="utf-8") as f:
-                docs.append(f.read())
-    corpus = "Brown" if len(docs) == 500 else os.path.basename(corpus_dir)
-    if len(docs) < 10:
-        raise SystemExit(f"FAIL: only {len(docs)} documents in {corpus_dir}")
+    corpus, docs = read_documents(corpus_dir)
     ok = True
     for fixture in sorted(glob.glob(os.path.join(FIXTURES, "*.json"))):
         name = os.path.basename(fixture)
@@ -100,7 +51,7 @@ def main():
         for label, set_ in ((corpus, docs), ("adversarial", ADVERSARIAL)):
             ours = tokenize(bin_, "hf:" + fixture, set_, work)
             theirs = [e.ids for e in hf.encode_batch(set_, add_special_tokens=False)]
-            same = compare(f"{name} {label}", set_, ours, theirs)
+            same = compare(f"{name} {label}", set_, ours, theirs, "tokenizers")
             ok &= same
             if same:
                 print(f"ok   {name} {label}: {len(set_)} documents, {sum(map(len, ours))} tokens, ids identical")
@@ -115,31 +66,17 @@ def main():
     hf.encode_special_tokens = True
     set_ = docs[:20] + ADVERSARIAL
     theirs = [e.ids for e in hf.encode_batch(set_, add_special_tokens=False)]
-    same = compare("a duplicate merge", set_, tokenize(bin_, "hf:" + dup_path, set_, work), theirs)
+    same = compare("a duplicate merge", set_, tokenize(bin_, "hf:" + dup_path, set_, work), theirs, "tokenizers")
     ok &= same
     if same:
         print(f"ok   a duplicate merge: {len(set_)} documents, ids identical")
 
     # prepare writes each document's ids and then the end-of-text id; the manifest names the tokenizer.
     fixture = os.path.join(FIXTURES, "llama3-style.json")
-    raw = os.path.join(work, "raw", "one")
-    os.makedirs(raw)
-    for i, d in enumerate(docs[:3]):
-        with open(os.path.join(raw, f"d{i}.txt"), "w", encoding="utf-8") as f:
-            f.write(d)
-    corpus = os.path.join(work, "corpus")
-    subprocess.run([bin_, "prepare", "--input", os.path.dirname(raw), "--out", corpus, "--tokenizer",
-                    "hf:" + fixture, "--val-fraction", "0"], check=True, capture_output=True)
-    manifest = json.load(open(os.path.join(corpus, "manifest.json")))
+    manifest, got = prepare(bin_, "hf:" + fixture, docs[:3], work)
     hf = Tokenizer.from_file(fixture)
     eos = hf.token_to_id("<|end_of_text|>")
     want = sorted(tuple(hf.encode(d, add_special_tokens=False).ids) for d in docs[:3])
-    got = []
-    for shard in manifest["shards"]:
-        data = open(os.path.join(corpus, shard["file"]), "rb").read()  # a 48-byte header, then uint32 tokens
-        tokens = struct.unpack(f"<{(len(data) - 48) // 4}I", data[48:])
-        ends = [i for i, t in enumerate(tokens) if t == eos]
-        got += [tuple(tokens[a + 1:b]) for a, b in zip([-1] + ends, ends)]
     tok = manifest["tokenizer"]
     same = (tok["kind"] == "hf" and tok["vocab_size"] == hf.get_vocab_size() and tok["eos"] == eos
             and sorted(got) == want)

@@ -78,7 +78,8 @@ expect "a source label that cannot name a file" "cannot name a shard file" -- \
 expect "truncated zstd" "truncated Zstandard stream" -- "$bin" prepare --input cut.jsonl.zst --out x
 expect "truncated gzip" "corrupt or truncated gzip stream" -- "$bin" prepare --input cut.jsonl.gz --out x
 expect "not gzip" "not a gzip stream" -- "$bin" prepare --input notgzip.jsonl.gz --out x
-expect "parquet" "Parquet input is not supported yet" -- "$bin" prepare --input data.parquet --out x
+# An empty .parquet: not a Parquet file (or, in a build without pyarrow, no helper to read it); one line either way.
+expect "an empty parquet" "data.parquet: " -- "$bin" prepare --input data.parquet --out x
 expect "glob matching nothing" "matches nothing" -- "$bin" prepare --input 'nowhere/*.jsonl' --out x
 expect "--source-key over text files" "is a text document" -- "$bin" prepare --input txt/corpus --source-key src --out x
 expect "another key missing" 'no "body" key' -- "$bin" prepare --input jsonl/corpus --text-key body --out x

@@ -13,6 +13,7 @@
 #include "data/bpe_tokenizer.h"
 #include "data/byte_tokenizer.h"
 #include "data/pretokenizer.h"
+#include "data/sentencepiece_tokenizer.h"
 #include "data/tokenizer.h"
 #include "util/error.h"
 
@@ -97,6 +98,10 @@ std::string error_of(F&& f) {
     return e.what();
   }
   return "(no error)";
+}
+
+void expect_has(const std::string& msg, std::initializer_list<const char*> parts) {
+  for (const char* part : parts) EXPECT_NE(msg.find(part), std::string::npos) << msg << " lacks " << part;
 }
 
 std::vector<std::string> split(const Pretokenizer& p, std::string_view text) {
@@ -358,9 +363,6 @@ TEST(BpeFileErrors, ClearMessages) {
     const std::string path = dir.write("bad.tiktoken", contents);
     return error_of([&] { make_tokenizer("tiktoken:" + path); });
   };
-  const auto expect_has = [](const std::string& msg, std::initializer_list<const char*> parts) {
-    for (const char* part : parts) EXPECT_NE(msg.find(part), std::string::npos) << msg << " lacks " << part;
-  };
   const std::string a = base64("a"), b = base64("b"), c = base64("c");
 
   const std::string missing = error_of([&] { make_tokenizer("tiktoken:/nonexistent/dir/tok.model"); });
@@ -396,4 +398,42 @@ TEST(Llama3, KnownIds) {
   EXPECT_EQ(tok->encode("\n\n"), (Ids{271}));
   EXPECT_EQ(tok->decode({128000, 2028, 374, 264, 1296, 11914, 13, 128001}),
             "<|begin_of_text|>This is a test sentence.<|end_of_text|>");
+}
+
+// ---- sentencepiece (the library in its helper process; conformance: tests/sentencepiece_tokenizer.py) ----
+
+TEST(SentencePiece, FixtureIdsRoundTripAndSpecials) {
+  const std::string model = std::string(FEDSHARD_TEST_FIXTURES) + "/sentencepiece/tiny-bpe.model";
+  EXPECT_TRUE(is_sentencepiece_model(model));
+  auto tok = make_tokenizer("sentencepiece:" + model);
+  EXPECT_EQ(tok->kind(), TokenizerKind::SentencePiece);
+  EXPECT_EQ(tok->spec(), "sentencepiece:" + model);
+  EXPECT_EQ(tok->vocab_size(), 400u);
+  EXPECT_EQ(tok->bos_id(), 1u);
+  EXPECT_EQ(tok->eos_id(), 2u);
+  // sentencepiece 0.2.3's encode of these (make_fixture.py's model): a control piece's text is text.
+  EXPECT_EQ(tok->encode("Hello, world 123"),
+            (Ids{331, 375, 332, 343, 343, 333, 352, 276, 264, 343, 342, 331, 379, 388, 394}));
+  EXPECT_EQ(tok->encode("<s>"), (Ids{331, 392, 339, 393}));
+  EXPECT_EQ(tok->encode("\xc3\xa9"), (Ids{331, 198, 172}));  // é by byte fallback
+  EXPECT_EQ(tok->encode(""), Ids{});
+  for (const std::string text : {"The Licensee's rights", "tabs\tand  spaces\n\nend", "héllo 中文 😀 42"})
+    EXPECT_EQ(tok->decode(tok->encode(text)), text);
+  EXPECT_EQ(tok->decode({1, 2}), "");  // BOS and EOS decode to nothing, as the library has them
+  expect_has(error_of([&] { tok->decode({400}); }), {"token id 400", "400 pieces"});
+
+  // Two tokenizers (two helpers) at once, and a long document in one request.
+  auto other = make_tokenizer("sentencepiece:" + model);
+  const std::string long_text(1 << 18, 'x');
+  EXPECT_EQ(other->decode(other->encode(long_text)), long_text);
+  EXPECT_EQ(tok->encode("Hello"), other->encode("Hello"));
+}
+
+TEST(SentencePiece, RefusesWhatIsNotAModel) {
+  TempDir dir;
+  expect_has(error_of([&] { make_tokenizer("sentencepiece:" + dir.write("text.model", "plain text\n")); }),
+             {"text.model", "not a SentencePiece model"});
+  expect_has(error_of([&] { make_tokenizer("sentencepiece:" + dir.write("x", "") + ".missing.model"); }),
+             {"x.missing.model"});
+  EXPECT_FALSE(is_sentencepiece_model(dir.write("ranks.tiktoken", "IQ== 0\n")));
 }

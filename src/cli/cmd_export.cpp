@@ -38,7 +38,7 @@ Command add_export(CLI::App& app) {
                     "largest weight file (GB = 1e9 bytes, as transformers); more weights are sharded with an index")
       ->capture_default_str();
   c.app->add_option("--tokenizer", a->tokenizer,
-                    "bytes | tiktoken:FILE | hf:tokenizer.json (default: the tokenizer of the checkpoint's data directory)");
+                    std::string(data::kTokenizerSpecs) + " (default: the tokenizer of the checkpoint's data directory)");
   c.run = [a] {
     namespace fs = std::filesystem;
     const int64_t max_shard = parse_byte_size(a->max_shard_size);
@@ -65,6 +65,9 @@ Command add_export(CLI::App& app) {
       // The same file transformers' AutoTokenizer reads.
       write_file_atomically((fs::path(a->out) / "tokenizer.json").string(), read_file(tokenizer_note.substr(3)));
       config["fedshard_tokenizer"] = "hf:tokenizer.json";
+    } else if (tokenizer_note.rfind("sentencepiece:", 0) == 0) {
+      write_file_atomically((fs::path(a->out) / "tokenizer.model").string(), read_file(tokenizer_note.substr(14)));
+      config["fedshard_tokenizer"] = "sentencepiece:tokenizer.model";
     } else if (!tokenizer_note.empty()) {
       config["fedshard_tokenizer"] = tokenizer_note;
     }

@@ -63,7 +63,7 @@ Command add_generate(CLI::App& app) {
       ->capture_default_str();
   c.app->add_option("--seed", a->seed, "sampling seed")->capture_default_str();
   c.app->add_flag("--ignore-eos", a->ignore_eos, "keep generating past the end-of-sequence token");
-  c.app->add_option("--tokenizer", a->tokenizer, "bytes | tiktoken:FILE | hf:tokenizer.json (default: the source's)");
+  c.app->add_option("--tokenizer", a->tokenizer, std::string(data::kTokenizerSpecs) + " (default: the source's)");
   c.app->add_option("--json", a->json, "also write prompt ids, generated ids and text here");
   c.run = [a] {
     FS_CHECK(!a->prompt.empty() || !a->prompt_ids.empty(), "generate needs --prompt TEXT or --prompt-ids IDS");
@@ -113,8 +113,16 @@ Command add_generate(CLI::App& app) {
 
     std::string text;
     if (tok) {
-      std::vector<uint32_t> ids32(out.begin(), out.end());
-      text = tok->decode(ids32);
+      text = tok->decode(std::vector<uint32_t>(out.begin(), out.end()));
+      if (!a->prompt.empty()) {
+        // Decoded after the prompt's tokens, less their text: a SentencePiece decoder drops the space before a
+        // text's first word, and the continuation's first word is not first.
+        std::vector<uint32_t> ids(prompt_ids.begin() + 1, prompt_ids.end());  // after BOS
+        const std::string before = tok->decode(ids);
+        ids.insert(ids.end(), out.begin(), out.end());
+        const std::string all = tok->decode(ids);
+        if (all.compare(0, before.size(), before) == 0) text = all.substr(before.size());
+      }
       std::cout << a->prompt << text << "\n";
     } else {
       for (size_t i = 0; i < out.size(); ++i) std::cout << (i ? "," : "") << out[i];

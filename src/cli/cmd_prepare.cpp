@@ -33,18 +33,20 @@ Command add_prepare(CLI::App& app) {
       "Tokenize text into token shards plus manifest.json, holding out a validation split per source. Each "
       "--input DIR with subdirectories gives one source per subdirectory (e.g. a Brown genre); otherwise DIR "
       "itself is one source. Files are documents, except *.jsonl, *.jsonl.gz and *.jsonl.zst: one document "
-      "per line (--text-key).");
+      "per line (--text-key), and *.parquet: one document per row (--text-column).");
   sub->add_option("--input", opts->inputs,
-                  "Input directory, JSONL file or glob pattern (repeatable); files given directly form one source "
+                  "Input directory, JSONL or Parquet file, or glob pattern (repeatable); files given directly form one source "
                   "per parent directory")
       ->required()
       ->take_all();
-  sub->add_option("--text-key", opts->text_key, "JSONL: the key of each record's text")->capture_default_str();
-  sub->add_option("--source-key", opts->source_key,
-                  "JSONL: the key of each record's source label (for --partition by-source); default: directories");
+  sub->add_option("--text-key,--text-column", opts->text_key, "JSONL: the key of each record's text; Parquet: the column")
+      ->capture_default_str();
+  sub->add_option("--source-key,--source-column", opts->source_key,
+                  "JSONL: the key of each record's source label (for --partition by-source), Parquet: the column; "
+                  "default: directories");
   sub->add_option("--out", opts->out, "Output directory; an existing prepared corpus there is replaced")
       ->required();
-  sub->add_option("--tokenizer", opts->tokenizer, "bytes | tiktoken:PATH (Llama 3 tokenizer.model) | hf:PATH (a byte-level BPE tokenizer.json)")
+  sub->add_option("--tokenizer", opts->tokenizer, data::kTokenizerSpecs)
       ->capture_default_str();
   sub->add_option("--val-fraction", opts->val_fraction, "Fraction of each source's documents held out, in [0, 1)")
       ->capture_default_str()

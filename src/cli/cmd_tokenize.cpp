@@ -19,7 +19,7 @@ Command add_tokenize(CLI::App& app) {
   auto a = std::make_shared<Args>();
   Command c;
   c.app = app.add_subcommand("tokenize", "Print each JSONL document's token ids (one JSON array per line)");
-  c.app->add_option("--tokenizer", a->tokenizer, "bytes | tiktoken:PATH | hf:PATH/tokenizer.json")->required();
+  c.app->add_option("--tokenizer", a->tokenizer, data::kTokenizerSpecs)->required();
   c.app->add_option("input", a->input, "JSONL file, one object per line with the text under --text-key; - for stdin")
       ->capture_default_str();
   c.app->add_option("--text-key", a->text_key, "the key of a record's text")->capture_default_str();

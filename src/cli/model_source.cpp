@@ -4,6 +4,8 @@
 #include <map>
 
 #include "data/manifest.h"
+#include "data/sentencepiece_tokenizer.h"
+#include "data/tokenizer.h"
 #include "model/hf_checkpoint.h"
 #include "train/checkpoint.h"
 #include "util/error.h"
@@ -54,10 +56,14 @@ ModelSource from_hf(const std::string& dir) {
   if (config.contains("fedshard_tokenizer") && config["fedshard_tokenizer"].is_string()) {
     // Written by `fedshard export`: "bytes", "tiktoken:FILE" or "hf:FILE" with FILE relative to the directory.
     s.tokenizer = config["fedshard_tokenizer"].get<std::string>();
-    for (const std::string kind : {"tiktoken:", "hf:"})
+    for (const std::string kind : {"tiktoken:", "hf:", "sentencepiece:"})
       if (s.tokenizer.rfind(kind, 0) == 0) s.tokenizer = kind + (fs::path(dir) / s.tokenizer.substr(kind.size())).string();
   } else {
-    // Hugging Face's own file first; Meta's tiktoken file where a directory has only that.
+    // A SentencePiece tokenizer.model is the original of the Llama 2 family, whose tokenizer.json beside it is
+    // a conversion this reader refuses; otherwise Hugging Face's own file first, and Meta's tiktoken file
+    // (also named tokenizer.model) where a directory has only that.
+    const auto model = fs::path(dir) / "tokenizer.model";
+    if (fs::exists(model) && data::is_sentencepiece_model(model.string())) s.tokenizer = "sentencepiece:" + model.string();
     for (const auto& [kind, f] : {std::pair{"hf:", "tokenizer.json"}, std::pair{"tiktoken:", "tokenizer.model"},
                                   std::pair{"tiktoken:", "original/tokenizer.model"}})
       if (s.tokenizer.empty() && fs::exists(fs::path(dir) / f)) s.tokenizer = kind + (fs::path(dir) / f).string();
@@ -88,7 +94,7 @@ std::string tokenizer_spec(const ModelSource& source, const std::string& flag) {
   if (!flag.empty()) return flag;
   FS_CHECK(!source.tokenizer.empty(), source.description, " does not say which tokenizer it uses",
            source.no_tokenizer_because.empty() ? "" : " and " + source.no_tokenizer_because,
-           "; name it with --tokenizer (bytes | tiktoken:FILE | hf:tokenizer.json)");
+           "; name it with --tokenizer (", data::kTokenizerSpecs, ")");
   return source.tokenizer;
 }
 

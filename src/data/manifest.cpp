@@ -69,7 +69,7 @@ constexpr auto kMaxU32 = std::numeric_limits<uint32_t>::max();
 constexpr auto kMaxI64 = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
 
 TokenizerKind parse_kind(const Reader& r, const std::string& name) {
-  for (auto kind : {TokenizerKind::Bytes, TokenizerKind::Tiktoken, TokenizerKind::HuggingFace})
+  for (auto kind : {TokenizerKind::Bytes, TokenizerKind::Tiktoken, TokenizerKind::HuggingFace, TokenizerKind::SentencePiece})
     if (tokenizer_kind_name(kind) == name) return kind;
   r.fail(cat("unknown tokenizer kind \"", name, "\""));
 }

@@ -17,6 +17,7 @@
 
 #include "data/jsonl.h"
 #include "data/line_reader.h"
+#include "data/parquet_records.h"
 #include "data/shard_file.h"
 #include "util/error.h"
 #include "util/fnv1a.h"
@@ -44,10 +45,15 @@ bool is_jsonl(const std::string& path) {
   return has_suffix(path, ".jsonl") || has_suffix(path, ".jsonl.gz") || has_suffix(path, ".jsonl.zst");
 }
 
+bool is_parquet(const std::string& path) { return has_suffix(path, ".parquet"); }
+
+// A file of records (many documents each), not one text document.
+bool is_records(const std::string& path) { return is_jsonl(path) || is_parquet(path); }
+
 void check_readable_kind(const std::string& path) {
-  FS_CHECK(!has_suffix(path, ".parquet"), path,
-           ": Parquet input is not supported yet; convert it to JSONL (e.g. pyarrow.parquet.read_table(...)"
-           ".to_pandas().to_json(out, orient='records', lines=True))");
+  FS_CHECK(!is_parquet(path) || ParquetRecords::available(), path, ": Parquet input needs the helper ",
+           "fedshard-parquet, which the build makes when the project venv has pyarrow: bash scripts/setup-hf.sh, ",
+           "then make build");
   FS_CHECK(is_jsonl(path) || !is_compressed(path), path,
            ": a compressed file is read only as JSONL (*.jsonl.gz, *.jsonl.zst)");
 }
@@ -105,8 +111,8 @@ std::vector<Source> find_sources(const std::vector<std::string>& inputs, bool la
     std::error_code ec;
     FS_CHECK(fs::exists(input, ec), "input ", input, " does not exist");
     if (fs::is_regular_file(input, ec)) {
-      FS_CHECK(is_jsonl(input) || has_suffix(input, ".parquet"), "input ", input,
-               " is a file: give a directory of text documents, or *.jsonl, *.jsonl.gz, *.jsonl.zst files");
+      FS_CHECK(is_records(input), "input ", input, " is a file: give a directory of text documents, or *.jsonl, ",
+               "*.jsonl.gz, *.jsonl.zst, *.parquet files");
       const fs::path parent = fs::path(input).parent_path().empty() ? fs::path(".") : fs::path(input).parent_path();
       auto& s = by_parent[fs::weakly_canonical(parent).string()];
       s.label = fs::weakly_canonical(parent).filename().string();
@@ -350,19 +356,37 @@ PrepareSummary prepare_corpus(const PrepareOptions& opts) {
   for (const auto& source : sources) {
     std::vector<std::string> text_files;
     for (const auto& d : source.documents)
-      if (!is_jsonl(d)) text_files.push_back(d);
-    FS_CHECK(opts.source_key.empty() || text_files.empty(), "--source-key names a key of JSONL records, but ",
-             text_files.empty() ? "" : text_files.front(), " is a text document");
+      if (!is_records(d)) text_files.push_back(d);
+    FS_CHECK(opts.source_key.empty() || text_files.empty(), "--source-key names a key of JSONL or Parquet records, ",
+             "but ", text_files.empty() ? "" : text_files.front(), " is a text document");
     const auto val = val_documents(text_files.size(), opts.val_fraction, opts.seed, source.label);
     size_t text_index = 0;
     int64_t documents = 0;
+    // A record: line `index` of a JSONL file or row `index` of a Parquet file, `within` the source directory.
+    auto take = [&](const std::string& within, int64_t index, const std::string& where) {
+      const std::string& label = opts.source_key.empty() ? source.label : record.source;
+      if (!opts.source_key.empty()) {
+        try {
+          check_label(label);
+        } catch (const Error& e) {
+          throw Error(cat(where, ": ", e.what()));
+        }
+      }
+      add(shards_of(label), val_record(opts.val_fraction, opts.seed, label, within, index), record.text, where);
+      ++documents;
+    };
     for (const auto& path : source.documents) {
+      const std::string within = fs::path(path).lexically_relative(source.dir).string();
+      if (is_parquet(path)) {
+        ParquetRecords rows(path, opts.text_key, opts.source_key);
+        while (rows.next(record)) take(within, rows.row(), cat(path, ": row ", rows.row()));
+        continue;
+      }
       if (!is_jsonl(path)) {
         add(shards_of(source.label), val[text_index++], read_file(path), path);
         ++documents;
         continue;
       }
-      const std::string within = fs::path(path).lexically_relative(source.dir).string();
       LineReader lines(path);
       while (lines.next(line)) {
         if (line.find_first_not_of(" \t") == std::string::npos) continue;
@@ -372,20 +396,10 @@ PrepareSummary prepare_corpus(const PrepareOptions& opts) {
         } catch (const Error& e) {
           throw Error(cat(where, ": ", e.what()));
         }
-        const std::string& label = opts.source_key.empty() ? source.label : record.source;
-        if (!opts.source_key.empty()) {
-          try {
-            check_label(label);
-          } catch (const Error& e) {
-            throw Error(cat(where, ": ", e.what()));
-          }
-        }
-        add(shards_of(label), val_record(opts.val_fraction, opts.seed, label, within, lines.line_number()),
-            record.text, where);
-        ++documents;
+        take(within, lines.line_number(), where);
       }
     }
-    FS_CHECK(documents > 0, "source ", source.dir, " has no documents (its JSONL files hold no records)");
+    FS_CHECK(documents > 0, "source ", source.dir, " has no documents (its JSONL or Parquet files hold no records)");
   }
   std::vector<ShardEntry> train_shards, val_shards;
   for (auto& [label, s] : shards) {

@@ -1,14 +1,15 @@
-// `fedshard prepare`: text files and JSONL files -> token shards + manifest.json, with a held-out validation split.
+// `fedshard prepare`: text, JSONL and Parquet files -> token shards + manifest.json, with a held-out validation split.
 //
 // Each input DIR with subdirectories holds one source per subdirectory (labelled by its name; its files,
 // recursively, are the documents); an input without subdirectories is one source labelled by its basename.
 // Inputs may also be files and glob patterns: the files of one parent directory form the source labelled by
 // that directory's name. Hidden files and directories (".name") are skipped. A file is one document, except
 // *.jsonl, *.jsonl.gz and *.jsonl.zst: one document per line, the JSON object's `text_key` string (blank lines
-// skipped); with `source_key` every record's source is that key's string instead of its directory. Documents
-// are encoded and followed by EOS. The train/val split depends only on the seed and each document's source
-// label and place: per source, a fixed share of its text files (at least one where it has two); per JSONL
-// record, a draw seeded by the source, the file's path within its source directory and the line number.
+// skipped), and *.parquet: one document per row, the `text_key` column; with `source_key` every record's source
+// is that key's (column's) string instead of its directory. Documents are encoded and followed by EOS. The
+// train/val split depends only on the seed and each document's source label and place: per source, a fixed
+// share of its text files (at least one where it has two); per JSONL or Parquet record, a draw seeded by the
+// source, the file's path within its source directory and the line (row) number.
 #pragma once
 
 #include <cstdint>
@@ -23,8 +24,8 @@ struct PrepareOptions {
   std::vector<std::string> inputs;
   std::string out;
   std::string tokenizer = "bytes";
-  std::string text_key = "text";
-  std::string source_key;  // empty: sources are directories
+  std::string text_key = "text";  // also the Parquet column
+  std::string source_key;         // empty: sources are directories
   double val_fraction = 0.05;
   uint64_t seed = 0;
   int64_t max_shard_tokens = 64 << 20;

@@ -42,6 +42,7 @@ std::string tokenizer_kind_name(TokenizerKind kind) {
     case TokenizerKind::Bytes: return "bytes";
     case TokenizerKind::Tiktoken: return "tiktoken";
     case TokenizerKind::HuggingFace: return "hf";
+    case TokenizerKind::SentencePiece: return "sentencepiece";
   }
   return cat("unknown(", static_cast<uint32_t>(kind), ")");
 }

@@ -20,7 +20,7 @@ namespace fedshard::data {
 inline constexpr uint32_t kShardVersion = 1;
 inline constexpr uint32_t kShardHeaderBytes = 48;
 
-std::string tokenizer_kind_name(TokenizerKind kind);  // "bytes", "tiktoken"
+std::string tokenizer_kind_name(TokenizerKind kind);  // "bytes", "tiktoken", "hf", "sentencepiece"
 
 struct ShardHeader {
   TokenizerKind kind = TokenizerKind::Bytes;

@@ -3,6 +3,7 @@
 #include "data/bpe_tokenizer.h"
 #include "data/byte_tokenizer.h"
 #include "data/hf_tokenizer.h"
+#include "data/sentencepiece_tokenizer.h"
 #include "util/error.h"
 
 namespace fedshard::data {
@@ -17,7 +18,11 @@ std::unique_ptr<Tokenizer> make_tokenizer(const std::string& spec) {
   if (spec.size() > hf.size() && spec.compare(0, hf.size(), hf) == 0) {
     return std::make_unique<HfTokenizer>(spec.substr(hf.size()));
   }
-  throw Error(cat("unknown tokenizer spec \"", spec, "\" (expected bytes, tiktoken:PATH or hf:PATH/tokenizer.json)"));
+  const std::string_view sentencepiece = "sentencepiece:";
+  if (spec.size() > sentencepiece.size() && spec.compare(0, sentencepiece.size(), sentencepiece) == 0) {
+    return std::make_unique<SentencePieceTokenizer>(spec.substr(sentencepiece.size()));
+  }
+  throw Error(cat("unknown tokenizer spec \"", spec, "\" (expected ", kTokenizerSpecs, ")"));
 }
 
 }  // namespace fedshard::data
