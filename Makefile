@@ -64,14 +64,14 @@ build-asan: setup
 	@cmake --build $(ASAN_BUILD) -j$(JOBS)
 	@$(CC) -shared -fPIC -O2 -o $(ASAN_BUILD)/keep_modules.so tests/sanitizers/keep_modules.c
 
-test-asan: build-asan
+test-asan: setup-hf build-asan
 	@cd $(ASAN_BUILD) && $(ASAN_ENV) ctest --output-on-failure --timeout 900 -j1 -R '^(test_|fuzz_)'
 
 # What `make test` (CI) runs of it, to stay inside CI's time: every unit test and fuzz target, each multi-rank
 # test at its smallest world that still slices a model inside a group or crosses groups, and Parquet input (its
 # helper process and protocol; the sentencepiece helper runs in test_tokenizer).
 ASAN_CI = ^(test_(model|tokenizer|data|partition|plan|report|safetensors|preemption)$$|test_(sharding|train|checkpoint|relaxed_rounds|link_emulation)_np2$$|test_(federation|plan_measured)_np4$$|test_ring_ops_np[23]$$|fuzz_|prepare_parquet$$)
-test-asan-ci: build-asan
+test-asan-ci: setup-hf build-asan
 	@cd $(ASAN_BUILD) && $(ASAN_ENV) ctest --output-on-failure --timeout 900 -j1 -R '$(ASAN_CI)'
 
 # ThreadSanitizer over the comm threads (both lanes), the federation rounds and the preemption flag.

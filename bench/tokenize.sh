@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# prepare's throughput on the Brown corpus (6.0 MB, 500 documents), on one thread, side by side in one run:
-#  1. by tokenizer (text files in): fedshard prepare's own seconds, and the reference library encoding the
-#     same documents in Python on one thread (HF tokenizers with RAYON_NUM_THREADS=1, sentencepiece), load
-#     time excluded on both sides;
-#  2. by input format (bytes tokenizer): a directory of text files, JSONL, JSONL.zst, Parquet (snappy).
+# prepare's throughput on the Brown corpus (6.0 MB, 500 documents), side by side in one run:
+#  1. by tokenizer (text files in): fedshard prepare's own seconds with --workers 1 and --workers $WORKERS
+#     (default 2), and the reference library encoding the same documents in Python on one thread (HF tokenizers
+#     with RAYON_NUM_THREADS=1, sentencepiece), load time excluded on both sides;
+#  2. by input format (bytes tokenizer, --workers 1): text files, JSONL, JSONL.zst, Parquet (snappy).
 # Each figure is the best of REPEATS runs (default 3). Prints a markdown table for docs/perf.md.
 # Usage: bench/tokenize.sh [BUILD_DIR]   (FEDSHARD_VENV: the venv of scripts/setup-hf.sh, default .venv;
 #        FEDSHARD_BROWN_TARBALL as for scripts/fetch-brown.sh)
@@ -12,6 +12,7 @@ build=$(realpath "${1:-build}")
 cd "$(dirname "$0")/.."
 py=$(realpath "${FEDSHARD_VENV:-.venv}")/bin/python3
 repeats=${REPEATS:-3}
+workers=${WORKERS:-2}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 bash scripts/fetch-brown.sh "$work/brown" >/dev/null
@@ -38,11 +39,11 @@ mkdir -p "$work/zst" && zstd -q -19 "$work/jsonl/brown.jsonl" -o "$work/zst/brow
 
 # fedshard prepare's seconds (its summary line), best of $repeats.
 prepare_s() {
-  local input=$1 tok=$2 best=""
+  local input=$1 tok=$2 w=$3 best=""
   for _ in $(seq "$repeats"); do
     rm -rf "$work/out"
-    s=$("$build/fedshard" prepare --input "$input" --out "$work/out" --tokenizer "$tok" --val-fraction 0 |
-      awk '$2 == "s" && NF == 2 {print $1}')
+    s=$("$build/fedshard" prepare --input "$input" --out "$work/out" --tokenizer "$tok" --val-fraction 0 --workers "$w" |
+      awk '$2 == "s" && $3 == "on" {print $1}')
     best=$(awk -v a="$s" -v b="$best" 'BEGIN {print (b == "" || a < b) ? a : b}')
   done
   echo "$best"
@@ -75,13 +76,14 @@ EOF
 }
 
 mb=$(du -sb --apparent-size "$work/brown" | awk '{printf "%.2f", $1 / 1e6}')
-echo "## prepare on Brown ($mb MB of text, 500 documents), one thread, best of $repeats"
+echo "## prepare on Brown ($mb MB of text, 500 documents), best of $repeats"
 echo
-echo "| tokenizer | tokens | fedshard prepare s | MB/s | library, one thread, s | library | fedshard / library time |"
-echo "|---|---:|---:|---:|---:|---|---:|"
+echo "| tokenizer | tokens | fedshard prepare s, 1 worker | MB/s | $workers workers s | speed-up | library, one thread, s | library | fedshard (1 worker) / library time |"
+echo "|---|---:|---:|---:|---:|---:|---:|---|---:|"
 fixtures=tests/fixtures/hf_tokenizers
 for spec in bytes "hf:$fixtures/gpt2-style.json" "hf:$fixtures/llama3-style.json" "sentencepiece:$work/llama2-style.model"; do
-  ours=$(prepare_s "$work/brown" "$spec")
+  ours=$(prepare_s "$work/brown" "$spec" 1)
+  many=$(prepare_s "$work/brown" "$spec" "$workers")
   n=$(tokens "$work/brown" "$spec")
   case $spec in
     bytes) lib="-"; name="-"; ratio="-" ;;
@@ -91,12 +93,13 @@ for spec in bytes "hf:$fixtures/gpt2-style.json" "hf:$fixtures/llama3-style.json
   [ "$lib" = "-" ] || ratio=$(awk -v a="$ours" -v b="$lib" 'BEGIN {printf "%.2f", a / b}')
   label=${spec/$work\//}
   label=${label/$fixtures\//}
-  echo "| $label | $n | $ours | $(awk -v m="$mb" -v s="$ours" 'BEGIN {printf "%.1f", m / s}') | $lib | $name | $ratio |"
+  echo "| $label | $n | $ours | $(awk -v m="$mb" -v s="$ours" 'BEGIN {printf "%.1f", m / s}') | $many |" \
+    "$(awk -v a="$ours" -v b="$many" 'BEGIN {printf "%.2f", a / b}') | $lib | $name | $ratio |"
 done
 echo
-echo "| input (bytes tokenizer) | fedshard prepare s | MB/s of text |"
+echo "| input (bytes tokenizer, 1 worker) | fedshard prepare s | MB/s of text |"
 echo "|---|---:|---:|"
 for input in "text files:$work/brown" "JSONL:$work/jsonl" "JSONL.zst:$work/zst" "Parquet (snappy):$work/parquet"; do
-  s=$(prepare_s "${input#*:}" bytes)
+  s=$(prepare_s "${input#*:}" bytes 1)
   echo "| ${input%%:*} | $s | $(awk -v m="$mb" -v s="$s" 'BEGIN {printf "%.1f", m / s}') |"
 done

@@ -100,6 +100,8 @@ def main():
             {"id": 1000, "content": "hello", "special": False}), "added_tokens[2]"),
         ("byte fallback", lambda d: d["model"].update(byte_fallback=True), "model.byte_fallback"),
         ("a missing byte", drop_byte, "byte 0 has no token"),
+        ("an id far beyond the tokens", lambda d: d["model"]["vocab"].update({"zzzq": 1888888885}),
+         "id 1888888885 is beyond the"),
         ("a merge of unknown tokens", lambda d: d["model"]["merges"].append(["zzzq", "qqqz"]), "model.merges[742]"),
         ("no end-of-text token", lambda d: d.update(added_tokens=d["added_tokens"][:1]), "end-of-document"),
         ("a Sentencepiece decoder", lambda d: d.update(decoder={"type": "Metaspace"}), "decoder"),

@@ -96,6 +96,16 @@ def main():
           f"{sum(s[2] for s in shards(out)) if r.returncode == 0 else r.stderr.strip()} documents of 12")
     ok &= same
 
+    # One column as both the text and the source.
+    both = os.path.join(work, "both.parquet")
+    pq.write_table(pa.table({"text": ["alpha", "beta", "alpha"]}), both)
+    out = os.path.join(work, "from-both")
+    r = prepare(bin_, [both], out, "--source-column", "text", "--val-fraction", "0")
+    got = sorted((s[0], s[2]) for s in shards(out)) if r.returncode == 0 else r.stderr.strip()
+    same = got == [("train-alpha-000.bin", 2), ("train-beta-000.bin", 1)]
+    print(f"{'ok  ' if same else 'FAIL'} one column as the text and the source: {got}")
+    ok &= same
+
     # Refusals: one line naming the file (and row), exit 2, nothing left at --out.
     bad = os.path.join(work, "bad.parquet")
     cases = [

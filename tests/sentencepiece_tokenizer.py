@@ -159,7 +159,7 @@ def main():
     os.makedirs(helper_dir)
     shutil.copy(bin_, helper_dir)
     copied = os.path.join(helper_dir, os.path.basename(bin_))
-    started = "printf '\\0\\0\\0\\0\\220\\1\\0\\0\\1\\0\\0\\0\\2\\0\\0\\0'; head -c 1 >/dev/null; "
+    started = "printf '\\0\\0\\0\\0\\220\\1\\0\\0\\1\\0\\0\\0\\2\\0\\0\\0' >&3; head -c 1 <&3 >/dev/null; "
     jsonl = os.path.join(work, "docs.jsonl")
     for doing, script in (("loading it", "kill -SEGV $$"), ("encoding", started + "kill -SEGV $$")):
         helper = os.path.join(helper_dir, "fedshard-sentencepiece")

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "data/bpe_tokenizer.h"
+#include "data/encode_pool.h"
 #include "data/byte_tokenizer.h"
 #include "data/pretokenizer.h"
 #include "data/sentencepiece_tokenizer.h"
@@ -436,4 +437,46 @@ TEST(SentencePiece, RefusesWhatIsNotAModel) {
   expect_has(error_of([&] { make_tokenizer("sentencepiece:" + dir.write("x", "") + ".missing.model"); }),
              {"x.missing.model"});
   EXPECT_FALSE(is_sentencepiece_model(dir.write("ranks.tiktoken", "IQ== 0\n")));
+  EXPECT_FALSE(is_sentencepiece_model(dir.write("blank-first.tiktoken", "\n\n\nIQ== 0\n")));
+}
+
+// ---- the encode pool of prepare --workers ----
+
+// Documents come back in submission order with the ids one tokenizer gives, for any number of workers and a
+// bound on text in flight far below one document; the first failing document (in order) is the error.
+TEST(EncodePool, OrderIdsAndFirstErrorForAnyWorkers) {
+  TempDir dir;
+  const std::string spec = "tiktoken:" + dir.write("ab.tiktoken", base64("a") + " 0\n" + base64("b") + " 1\n");
+  const auto reference = make_tokenizer(spec);
+  std::mt19937 rng(5);
+  std::vector<std::string> docs;
+  for (int i = 0; i < 300; ++i) {
+    std::string d(std::uniform_int_distribution<int>(0, 3000)(rng), 'a');
+    for (auto& c : d) c = "ab"[rng() % 2];
+    docs.push_back(d);
+  }
+  for (int workers : {1, 2, 4}) {
+    for (size_t bound : {size_t{1}, size_t{1} << 20}) {
+      EncodePool pool(spec, workers, bound);
+      size_t next = 0;
+      for (size_t i = 0; i < docs.size(); ++i)
+        pool.submit(docs[i], "doc " + std::to_string(i), [&, i](std::vector<uint32_t>& ids) {
+          ASSERT_EQ(i, next++);
+          ASSERT_EQ(ids, reference->encode(docs[i]));
+        });
+      pool.finish();
+      EXPECT_EQ(next, docs.size()) << workers << " workers";
+    }
+    // "c" has no token: documents 40 and 70 fail; 40's error comes first, after 0..39 were delivered.
+    EncodePool pool(spec, workers, 1 << 20);
+    size_t delivered = 0;
+    const std::string msg = error_of([&] {
+      for (size_t i = 0; i < 100; ++i)
+        pool.submit(i == 40 || i == 70 ? "abc" : "ab", "doc " + std::to_string(i),
+                    [&](std::vector<uint32_t>&) { ++delivered; });
+      pool.finish();
+    });
+    expect_has(msg, {"doc 40: ", "byte 0x63"});
+    EXPECT_EQ(delivered, 40u) << workers << " workers";
+  }
 }

@@ -23,4 +23,4 @@ if ! bash "$here/../scripts/fetch-brown.sh" "$docs" >"$tmp/fetch.log" 2>&1; then
   echo "$name: no Brown corpus here ($(tail -1 "$tmp/fetch.log" | cut -c1-100)...): the license texts instead"
   docs=/usr/share/common-licenses
 fi
-PYTHONDONTWRITEBYTECODE=1 timeout 300 "$py" "$here/$name.py" "$bin" "$docs" "$tmp"
+PYTHONDONTWRITEBYTECODE=1 timeout 280 "$py" "$here/$name.py" "$bin" "$docs" "$tmp"

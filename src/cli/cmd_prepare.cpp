@@ -55,6 +55,10 @@ Command add_prepare(CLI::App& app) {
   sub->add_option("--max-shard-tokens", opts->max_shard_tokens, "Largest shard, in tokens")
       ->capture_default_str()
       ->check(kDigits);
+  sub->add_option("--workers", opts->workers,
+                  "Threads encoding documents (0: the cores); the output is byte-identical for any number")
+      ->capture_default_str()
+      ->check(kDigits);
 
   Command cmd;
   cmd.app = sub;
@@ -71,7 +75,7 @@ Command add_prepare(CLI::App& app) {
     std::printf("  val:   %lld docs, %lld tokens in %lld shards\n", static_cast<long long>(val.documents),
                 static_cast<long long>(val.tokens), static_cast<long long>(val.shards));
     if (m.unigram_val_ppl) std::printf("  unigram val perplexity (add-one, from train): %.3f\n", *m.unigram_val_ppl);
-    std::printf("  %.2f s\n", s.seconds);
+    std::printf("  %.2f s on %d worker%s\n", s.seconds, s.workers, s.workers == 1 ? "" : "s");
     return 0;
   };
   return cmd;

@@ -166,7 +166,17 @@ HfTokenizer::HfTokenizer(const std::string& path) : path_(path) {
   ignore_merges_ = model.value("ignore_merges", false);
 
   const std::vector<uint32_t> byte_of = byte_of_code_point();
+  const json& vocab = r.at(model, "model", "vocab");
+  if (!vocab.is_object() || vocab.empty()) r.fail("model.vocab", "expected an object of token -> id");
+  // Ids index tables: one far beyond the tokens the file defines would allocate for nothing (a fuzzer's id of
+  // 1.9e9 asked for 60 GB). Real files number their tokens densely; small gaps are allowed.
+  const size_t defined = vocab.size() + (root.contains("added_tokens") && root["added_tokens"].is_array()
+                                              ? root["added_tokens"].size() : 0);
+  constexpr size_t kMaxGap = 1024;
   const auto define = [&](uint32_t id, std::string text, const std::string& key) {
+    if (id >= defined + kMaxGap)
+      r.fail(key, cat("id ", id, " is beyond the ", defined, " tokens the file defines (gaps of up to ", kMaxGap,
+                      " ids are allowed)"));
     if (id >= text_of_id_.size()) {
       text_of_id_.resize(id + 1);
       known_id_.resize(id + 1, false);
@@ -175,8 +185,6 @@ HfTokenizer::HfTokenizer(const std::string& path) : path_(path) {
     known_id_[id] = true;
     text_of_id_[id] = std::move(text);
   };
-  const json& vocab = r.at(model, "model", "vocab");
-  if (!vocab.is_object() || vocab.empty()) r.fail("model.vocab", "expected an object of token -> id");
   std::string bytes;
   for (const auto& [token, id_json] : vocab.items()) {
     const std::string key = "model.vocab[" + json(token).dump() + "]";

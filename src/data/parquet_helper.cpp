@@ -8,6 +8,7 @@
 #include <parquet/arrow/schema.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -18,12 +19,13 @@
 
 namespace {
 
+constexpr int kSocket = 3;  // fedshard's end of the socket (HelperProcess::kSocketFd)
 namespace proto = fedshard::data::parquet_protocol;
 
 void write_all(const void* data, size_t n) {
   const auto* p = static_cast<const char*>(data);
   while (n > 0) {
-    const ssize_t put = ::write(1, p, n);
+    const ssize_t put = ::write(kSocket, p, n);
     if (put <= 0) std::_Exit(1);  // fedshard has gone (or stopped reading): nobody to answer
     p += put;
     n -= static_cast<size_t>(put);
@@ -88,11 +90,14 @@ int main(int argc, char** argv) {
   const auto reader = check(parquet::arrow::OpenFile(file, arrow::default_memory_pool()), "not a Parquet file");
   std::shared_ptr<arrow::Schema> schema;
   if (const auto st = reader->GetSchema(&schema); !st.ok()) fail("cannot read its schema: " + st.ToString());
+  // One column may be both the text and the source; the reader gives a column asked for twice only once.
   std::vector<int> leaves = {leaf_of(*reader, *schema, text_column, "the text")};
-  if (!source_column.empty()) leaves.push_back(leaf_of(*reader, *schema, source_column, "the source"));
+  const bool own_source = !source_column.empty() && source_column != text_column;
+  if (own_source) leaves.push_back(leaf_of(*reader, *schema, source_column, "the source"));
   std::vector<int> row_groups(static_cast<size_t>(reader->num_row_groups()));
   for (size_t g = 0; g < row_groups.size(); ++g) row_groups[g] = static_cast<int>(g);
-  reader->set_batch_size(1024);  // memory: one batch of records, whatever the file's size
+  // Memory: a row group's column chunks and one batch of 1,024 decoded rows, whatever the file's size.
+  reader->set_batch_size(1024);
   const auto batches = check(reader->GetRecordBatchReader(row_groups, leaves), "cannot read its rows");
 
   int64_t row = 0;
@@ -105,8 +110,11 @@ int main(int argc, char** argv) {
       ++row;
       if (!value_at(texts, i, text)) fail("row " + std::to_string(row) + ": the text (\"" + text_column + "\") is null");
       source = {};
-      if (!source_column.empty() && !value_at(*batch->column(1), i, source))
+      if (!source_column.empty() && !value_at(*batch->column(own_source ? 1 : 0), i, source))
         fail("row " + std::to_string(row) + ": the source (\"" + source_column + "\") is null");
+      if (text.size() > UINT32_MAX)
+        fail("row " + std::to_string(row) + ": the text is " + std::to_string(text.size()) +
+             " bytes, over the 4 GiB one record may hold");
       write_u32(proto::kRecord);
       write_string(text);
       write_string(source);

@@ -13,8 +13,10 @@
 #include <map>
 #include <memory>
 #include <numeric>
+#include <thread>
 #include <utility>
 
+#include "data/encode_pool.h"
 #include "data/jsonl.h"
 #include "data/line_reader.h"
 #include "data/parquet_records.h"
@@ -320,7 +322,10 @@ PrepareSummary prepare_corpus(const PrepareOptions& opts) {
   FS_CHECK(opts.val_fraction >= 0 && opts.val_fraction < 1, "val fraction must be in [0, 1), got ",
            opts.val_fraction);
   FS_CHECK(opts.max_shard_tokens >= 1, "max shard tokens must be positive, got ", opts.max_shard_tokens);
-  const auto tok = make_tokenizer(opts.tokenizer);
+  FS_CHECK(opts.workers >= 0, "workers must be 0 (the cores) or more, got ", opts.workers);
+  const int workers = opts.workers > 0 ? opts.workers : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  EncodePool pool(opts.tokenizer, workers, static_cast<size_t>(workers) * (8 << 20));
+  const Tokenizer* tok = &pool.tokenizer();
   const auto inputs = expand_inputs(opts.inputs);
   const std::vector<Source> sources = find_sources(inputs, opts.source_key.empty());
   check_output_location(opts.out, inputs);
@@ -338,17 +343,14 @@ PrepareSummary prepare_corpus(const PrepareOptions& opts) {
                                                       {build.path(), "val", label, *tok, opts.max_shard_tokens}});
     return *s;
   };
-  auto add = [&](SourceShards& to, bool val, const std::string& text, const std::string& where) {
-    std::vector<uint32_t> tokens;
-    try {
-      tokens = tok->encode(text);
-    } catch (const Error& e) {
-      throw Error(cat(where, ": ", e.what()));
-    }
-    tokens.push_back(tok->eos_id());
-    auto& counts = val ? val_counts : train_counts;
-    for (uint32_t t : tokens) ++counts[t];
-    (val ? to.val : to.train).add_document(tokens);
+  // Encoded by the pool; counted and written here, in the order of the documents, whatever the workers.
+  auto add = [&](SourceShards& to, bool val, std::string text, const std::string& where) {
+    pool.submit(std::move(text), where, [&, val, shards = &to](std::vector<uint32_t>& tokens) {
+      tokens.push_back(tok->eos_id());
+      auto& counts = val ? val_counts : train_counts;
+      for (uint32_t t : tokens) ++counts[t];
+      (val ? shards->val : shards->train).add_document(tokens);
+    });
   };
   JsonlParser parser(opts.text_key, opts.source_key);
   JsonlRecord record;
@@ -372,7 +374,8 @@ PrepareSummary prepare_corpus(const PrepareOptions& opts) {
           throw Error(cat(where, ": ", e.what()));
         }
       }
-      add(shards_of(label), val_record(opts.val_fraction, opts.seed, label, within, index), record.text, where);
+      add(shards_of(label), val_record(opts.val_fraction, opts.seed, label, within, index), std::move(record.text),
+          where);
       ++documents;
     };
     for (const auto& path : source.documents) {
@@ -401,6 +404,7 @@ PrepareSummary prepare_corpus(const PrepareOptions& opts) {
     }
     FS_CHECK(documents > 0, "source ", source.dir, " has no documents (its JSONL or Parquet files hold no records)");
   }
+  pool.finish();
   std::vector<ShardEntry> train_shards, val_shards;
   for (auto& [label, s] : shards) {
     for (auto& e : s->train.finish()) train_shards.push_back(std::move(e));
@@ -419,7 +423,7 @@ PrepareSummary prepare_corpus(const PrepareOptions& opts) {
   install(build, opts.out);
 
   const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
-  return {std::move(m), elapsed.count()};
+  return {std::move(m), elapsed.count(), pool.workers()};
 }
 
 }  // namespace fedshard::data

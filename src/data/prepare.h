@@ -29,11 +29,13 @@ struct PrepareOptions {
   double val_fraction = 0.05;
   uint64_t seed = 0;
   int64_t max_shard_tokens = 64 << 20;
+  int workers = 0;  // threads encoding documents; 0: the cores. The output is the same for any number.
 };
 
 struct PrepareSummary {
   Manifest manifest;
   double seconds = 0;
+  int workers = 1;
 };
 
 // Writes OUT atomically: built in OUT.tmp-XXXXXX, swapped in only when complete. An existing OUT is replaced

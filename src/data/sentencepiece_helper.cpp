@@ -2,10 +2,11 @@
 // process of its own. libsentencepiece carries its own copy of protobuf under the same symbol names as the
 // libprotobuf that LibTorch loads; in one process, libprotobuf's start-up runs libsentencepiece's copy and
 // crashes. A process apart also turns a model file that crashes the library into an error line, not a crash.
-// Speaks sentencepiece_protocol.h on stdin/stdout; not meant to be run by hand.
+// Speaks sentencepiece_protocol.h on file descriptor 3; not meant to be run by hand.
 #include <sentencepiece_processor.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -14,12 +15,13 @@
 
 namespace {
 
+constexpr int kSocket = 3;  // fedshard's end of the socket (HelperProcess::kSocketFd)
 namespace proto = fedshard::data::sentencepiece_protocol;
 
 bool read_all(void* data, size_t n) {
   auto* p = static_cast<char*>(data);
   while (n > 0) {
-    const ssize_t got = ::read(0, p, n);
+    const ssize_t got = ::read(kSocket, p, n);
     if (got <= 0) return false;
     p += got;
     n -= static_cast<size_t>(got);
@@ -30,7 +32,7 @@ bool read_all(void* data, size_t n) {
 void write_all(const void* data, size_t n) {
   const auto* p = static_cast<const char*>(data);
   while (n > 0) {
-    const ssize_t put = ::write(1, p, n);
+    const ssize_t put = ::write(kSocket, p, n);
     if (put <= 0) std::_Exit(1);  // fedshard has gone: nobody to answer
     p += put;
     n -= static_cast<size_t>(put);
@@ -83,8 +85,8 @@ int main(int argc, char** argv) {
       ids.resize(n);
       if (!read_all(ids.data(), n * sizeof(int))) break;
       const auto status = sp.Decode(ids, &text);
-      if (!status.ok()) {
-        write_failure(status.ToString());
+      if (!status.ok() || text.size() > UINT32_MAX) {
+        write_failure(status.ok() ? "the text is over the 4 GiB one reply may hold" : status.ToString());
         continue;
       }
       write_u32(proto::kOk);

@@ -21,9 +21,22 @@ uint64_t fingerprint_of(const std::string& path) {
 }  // namespace
 
 bool is_sentencepiece_model(const std::string& path) {
+  // ModelProto field 1 (a piece: tag 0x0A, a varint length), whose own field 1 is the piece's text (tag 0x0A,
+  // its length, shorter than the piece). A tiktoken file (base64 lines, blank lines allowed) has this shape only
+  // if it opens with three blank lines and a control character.
   std::ifstream in(path, std::ios::binary);
-  char first = 0;
-  return in.get(first) && first == '\x0a';
+  char head[16] = {};
+  in.read(head, sizeof head);
+  const auto n = static_cast<int>(in.gcount());
+  if (n < 4 || head[0] != '\x0a') return false;
+  uint64_t piece_length = 0;
+  int i = 1;
+  for (int shift = 0; i < n && shift < 64; shift += 7) {
+    const auto byte = static_cast<unsigned char>(head[i++]);
+    piece_length |= static_cast<uint64_t>(byte & 0x7f) << shift;
+    if (!(byte & 0x80)) break;
+  }
+  return i + 1 < n && head[i] == '\x0a' && static_cast<unsigned char>(head[i + 1]) < piece_length;
 }
 
 SentencePieceTokenizer::SentencePieceTokenizer(const std::string& path)
@@ -49,8 +62,8 @@ std::string SentencePieceTokenizer::exchange(uint8_t op, std::string_view payloa
   std::lock_guard<std::mutex> lock(mutex_);
   const char* doing = op == proto::kEncode ? "encoding" : "decoding";
   const auto count = static_cast<uint32_t>(payload.size() / item_bytes);
-  FS_CHECK(payload.size() / item_bytes == count, "sentencepiece: a document of ", payload.size(),
-           " bytes is over the 4 GiB the helper takes at once");
+  FS_CHECK(payload.size() / item_bytes == count, path_, ": ", doing, " ", payload.size(),
+           " bytes at once is over the 4 GiB the helper takes");
   helper_.send(&op, 1, doing);
   helper_.send(&count, sizeof count, doing);
   helper_.send(payload.data(), payload.size(), doing);

@@ -3,7 +3,9 @@
 //
 // Ids equal the library's Encode(text): the model's own normalization and dummy prefix, no BOS/EOS; control
 // tokens' text inside a document ("<s>") is text, as the library has it. decode() is the library's Decode, so
-// BOS and EOS decode to nothing (unlike the other tokenizers, where specials decode to their text).
+// BOS and EOS decode to nothing (unlike the other tokenizers, where specials decode to their text). A model
+// without EOS is refused (prepare ends every document with it); one without BOS uses EOS as BOS, as the
+// tokenizer.json reader does.
 #pragma once
 
 #include <mutex>

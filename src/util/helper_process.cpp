@@ -41,15 +41,16 @@ HelperProcess::HelperProcess(const std::string& program, const std::vector<std::
   int ends[2];
   FS_CHECK(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends) == 0, program, ": socketpair: ",
            std::strerror(errno));
+  // The socket is the helper's fd 3 and its stdout is our stderr: a library that prints cannot corrupt the stream.
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, ends[1], 0);
-  posix_spawn_file_actions_adddup2(&actions, ends[1], 1);
+  const bool wired = posix_spawn_file_actions_adddup2(&actions, ends[1], kSocketFd) == 0 &&
+                     posix_spawn_file_actions_adddup2(&actions, 2, 1) == 0;
   std::vector<char*> argv = {const_cast<char*>(path.c_str())};
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   pid_t pid = -1;
-  const int spawned = ::posix_spawn(&pid, path.c_str(), &actions, nullptr, argv.data(), environ);
+  const int spawned = wired ? ::posix_spawn(&pid, path.c_str(), &actions, nullptr, argv.data(), environ) : ENOMEM;
   posix_spawn_file_actions_destroy(&actions);
   ::close(ends[1]);
   if (spawned != 0) {
@@ -61,8 +62,10 @@ HelperProcess::HelperProcess(const std::string& program, const std::vector<std::
 }
 
 HelperProcess::~HelperProcess() {
-  if (socket_ >= 0) ::close(socket_);  // the helper reads the end of its input and exits
+  if (socket_ >= 0) ::close(socket_);
   if (pid_ > 0) {
+    // It holds nothing worth finishing, and may be busy in its library when an error of ours ends the work.
+    ::kill(pid_, SIGKILL);
     while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
     }
   }
@@ -93,7 +96,10 @@ void HelperProcess::recv(void* data, size_t bytes, const char* doing) {
 void HelperProcess::lost(const char* doing) {
   int status = 0;
   std::string how = "ended";
-  if (pid_ > 0 && ::waitpid(pid_, &status, 0) == pid_) {
+  pid_t waited = -1;
+  while (pid_ > 0 && (waited = ::waitpid(pid_, &status, 0)) < 0 && errno == EINTR) {
+  }
+  if (pid_ > 0 && waited == pid_) {
     if (WIFSIGNALED(status)) how = cat("was killed by signal ", WTERMSIG(status));
     if (WIFEXITED(status)) how = cat("exited with status ", WEXITSTATUS(status));
   }

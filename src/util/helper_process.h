@@ -12,16 +12,16 @@ namespace fedshard {
 
 class HelperProcess {
  public:
-  // Starts `program` (found beside the running executable, else in the build directory) with `args`; its
-  // stdin and stdout are the socket, its stderr is ours. Messages name `library` (what runs there) and `what`
+  // Starts `program` (found beside the running executable, else in the build directory) with `args`; the
+  // socket is its file descriptor 3 (kSocketFd), its stdout and stderr are our stderr. Messages name `library` (what runs there) and `what`
   // (the file it works on).
   HelperProcess(const std::string& program, const std::vector<std::string>& args, std::string library,
                 std::string what);
-  ~HelperProcess();  // closes the socket, which ends the helper, and waits for it
+  ~HelperProcess();  // closes the socket, kills the helper and waits for it
   HelperProcess(const HelperProcess&) = delete;
   HelperProcess& operator=(const HelperProcess&) = delete;
 
-  // Both throw through lost() when the helper has gone.
+  // Both throw "WHAT: LIBRARY was killed by signal N while DOING (in its helper process)" when it has gone.
   void send(const void* data, size_t bytes, const char* doing);
   void recv(void* data, size_t bytes, const char* doing);
   template <typename T>
@@ -31,13 +31,15 @@ class HelperProcess {
     return v;
   }
 
-  // Throws fedshard::Error: "WHAT: LIBRARY was killed by signal N while DOING (in its helper process)".
-  [[noreturn]] void lost(const char* doing);
-
   // True when `program` is beside the running executable or in the build directory.
   static bool available(const std::string& program);
 
+  static constexpr int kSocketFd = 3;  // the helper's end
+
  private:
+  // Throws fedshard::Error: "WHAT: LIBRARY was killed by signal N while DOING (in its helper process)".
+  [[noreturn]] void lost(const char* doing);
+
   std::string library_, what_;
   int socket_ = -1;
   pid_t pid_ = -1;
