@@ -2,7 +2,7 @@
 # prepare's throughput on the Brown corpus (6.0 MB, 500 documents), side by side in one run:
 #  1. by tokenizer (text files in): fedshard prepare's own seconds with --workers 1 and --workers $WORKERS
 #     (default 2), and the reference library encoding the same documents in Python on one thread (HF tokenizers
-#     with RAYON_NUM_THREADS=1, sentencepiece), load time excluded on both sides;
+#     with RAYON_NUM_THREADS=1, tiktoken's encode_ordinary, sentencepiece), load time excluded on both sides;
 #  2. by input format (bytes tokenizer, --workers 1): text files, JSONL, JSONL.zst, Parquet (snappy).
 # Each figure is the best of REPEATS runs (default 3). Prints a markdown table for docs/perf.md.
 # Usage: bench/tokenize.sh [BUILD_DIR]   (FEDSHARD_VENV: the venv of scripts/setup-hf.sh, default .venv;
@@ -12,6 +12,7 @@ build=$(realpath "${1:-build}")
 cd "$(dirname "$0")/.."
 py=$(realpath "${FEDSHARD_VENV:-.venv}")/bin/python3
 repeats=${REPEATS:-3}
+export PYTHONDONTWRITEBYTECODE=1
 workers=${WORKERS:-2}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -34,6 +35,13 @@ lines = [l for d in docs for l in d.splitlines() if l.strip()]
 spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_prefix=os.path.join(work, "llama2-style"),
                                vocab_size=8000, model_type="bpe", byte_fallback=True, split_digits=True,
                                normalization_rule_name="identity", remove_extra_whitespaces=False, minloglevel=2)
+# The llama3-style tokenizer.json's ranks as a tiktoken file (as tests/tiktoken_tokenizer.py writes them).
+import base64
+sys.path.insert(0, "tests")
+from tiktoken_tokenizer import FIXTURE, ranks_of
+with open(os.path.join(work, "llama3-style.tiktoken"), "w") as f:
+    for token, rank in ranks_of(FIXTURE).items():
+        f.write(f"{base64.b64encode(token).decode()} {rank}\n")
 EOF
 mkdir -p "$work/zst" && zstd -q -19 "$work/jsonl/brown.jsonl" -o "$work/zst/brown.jsonl.zst"
 
@@ -62,6 +70,13 @@ if kind == "hf":
     tok = Tokenizer.from_file(path)
     tok.encode_special_tokens = True
     encode = lambda: tok.encode_batch(docs, add_special_tokens=False)
+elif kind == "tiktoken":
+    import base64, tiktoken
+    sys.path.insert(0, "tests")
+    from tiktoken_tokenizer import LLAMA3
+    ranks = {base64.b64decode(t): int(r) for t, r in (line.split() for line in open(path))}
+    enc = tiktoken.Encoding(name="bench", pat_str=LLAMA3, mergeable_ranks=ranks, special_tokens={})
+    encode = lambda: [enc.encode_ordinary(d) for d in docs]
 else:
     import sentencepiece as spm
     sp = spm.SentencePieceProcessor(model_file=path)
@@ -81,13 +96,15 @@ echo
 echo "| tokenizer | tokens | fedshard prepare s, 1 worker | MB/s | $workers workers s | speed-up | library, one thread, s | library | fedshard (1 worker) / library time |"
 echo "|---|---:|---:|---:|---:|---:|---:|---|---:|"
 fixtures=tests/fixtures/hf_tokenizers
-for spec in bytes "hf:$fixtures/gpt2-style.json" "hf:$fixtures/llama3-style.json" "sentencepiece:$work/llama2-style.model"; do
+for spec in bytes "hf:$fixtures/gpt2-style.json" "hf:$fixtures/llama3-style.json" "tiktoken:$work/llama3-style.tiktoken" \
+  "sentencepiece:$work/llama2-style.model"; do
   ours=$(prepare_s "$work/brown" "$spec" 1)
   many=$(prepare_s "$work/brown" "$spec" "$workers")
   n=$(tokens "$work/brown" "$spec")
   case $spec in
     bytes) lib="-"; name="-"; ratio="-" ;;
     hf:*) lib=$(library_s "$spec"); name="tokenizers $("$py" -c 'import tokenizers; print(tokenizers.__version__)')" ;;
+    tiktoken:*) lib=$(library_s "$spec"); name="tiktoken $("$py" -c 'import tiktoken; print(tiktoken.__version__)')" ;;
     *) lib=$(library_s "$spec"); name="sentencepiece $("$py" -c 'import sentencepiece; print(sentencepiece.__version__)')" ;;
   esac
   [ "$lib" = "-" ] || ratio=$(awk -v a="$ours" -v b="$lib" 'BEGIN {printf "%.2f", a / b}')

@@ -10,6 +10,6 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/venv_pins.sh
 venv=${1:-.venv}
 install_pins setup-hf "$venv" scripts/requirements-hf.txt
-"$venv/bin/python3" -c 'import torch, transformers, safetensors, tensorboard, sentencepiece, pyarrow' 2>/dev/null ||
-  die "torch/transformers/safetensors/tensorboard/sentencepiece/pyarrow do not import from $venv"
+"$venv/bin/python3" -c 'import torch, transformers, safetensors, tensorboard, sentencepiece, tiktoken, pyarrow' 2>/dev/null ||
+  die "torch/transformers/safetensors/tensorboard/sentencepiece/tiktoken/pyarrow do not import from $venv"
 echo "setup-hf: $venv has transformers $(sed -n 's/^transformers==//p' scripts/requirements-hf.txt)"

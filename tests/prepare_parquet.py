@@ -3,8 +3,9 @@
 same records as JSONL.
 
 The documents (Brown's 500, or the license texts where Brown is not at hand), each with a source label, are
-written by pyarrow as Parquet in several layouts (row groups of 37 rows so batches cross them, string and
-large_string columns, snappy, zstd, gzip and no compression, the columns in another order with an extra one) and
+written by pyarrow as Parquet in several layouts (row groups of 37 rows so batches cross them, string,
+large_string and dictionary-encoded columns, snappy, zstd, gzip and no compression, the columns in another order
+with an extra one) and
 as one JSONL file. With the records' own labels (--source-column) and no validation split, every Parquet layout
 gives the shards of the JSONL file, byte for byte (the manifest's checksums); with a validation split, the same
 file prepared twice gives the same shards, and a directory mixing a Parquet and a JSONL file gives their
@@ -57,6 +58,9 @@ def main():
         "gzip, other columns first": (pa.table({"id": list(range(len(docs))), "source": labels, "text": docs}),
                                       "gzip"),
         "uncompressed": (pa.table({"text": docs, "source": labels}), "none"),
+        "dictionary-encoded (a pandas category)": (pa.table({"text": pa.array(docs).dictionary_encode(),
+                                                             "source": pa.array(labels).dictionary_encode()}),
+                                                   "snappy"),
     }
     for i, (name, (table, compression)) in enumerate(layouts.items()):
         path = os.path.join(work, f"layout{i}.parquet")

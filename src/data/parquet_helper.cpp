@@ -51,7 +51,18 @@ T check(arrow::Result<T> result, const char* doing) {
   return std::move(result).ValueOrDie();
 }
 
-// A column's leaf index for the batch reader; only a top-level string column is a document's text or label.
+bool holds_strings(const arrow::DataType& type) {
+  switch (type.id()) {
+    case arrow::Type::STRING:
+    case arrow::Type::LARGE_STRING:
+    case arrow::Type::STRING_VIEW: return true;
+    case arrow::Type::DICTIONARY: return holds_strings(*static_cast<const arrow::DictionaryType&>(type).value_type());
+    default: return false;
+  }
+}
+
+// A column's leaf index for the batch reader; only a top-level string column (plain or dictionary-encoded, as a
+// pandas category is written) is a document's text or label.
 int leaf_of(const parquet::arrow::FileReader& reader, const arrow::Schema& schema, const std::string& name,
             const char* role) {
   const int field = schema.GetFieldIndex(name);
@@ -61,19 +72,21 @@ int leaf_of(const parquet::arrow::FileReader& reader, const arrow::Schema& schem
     fail("no column \"" + name + "\" (" + role + "); its columns: " + columns);
   }
   const auto& type = *schema.field(field)->type();
-  if (type.id() != arrow::Type::STRING && type.id() != arrow::Type::LARGE_STRING &&
-      type.id() != arrow::Type::STRING_VIEW)
-    fail("column \"" + name + "\" (" + role + ") holds " + type.ToString() + ", not strings");
+  if (!holds_strings(type)) fail("column \"" + name + "\" (" + role + ") holds " + type.ToString() + ", not strings");
   return reader.manifest().schema_fields[static_cast<size_t>(field)].column_index;
 }
 
-// Row `i` of a string column of any of the three string layouts; false when it is null.
+// Row `i` of a string column of any of the layouts holds_strings accepts; false when it is null.
 bool value_at(const arrow::Array& column, int64_t i, std::string_view& out) {
   if (column.IsNull(i)) return false;
   switch (column.type_id()) {
     case arrow::Type::STRING: out = static_cast<const arrow::StringArray&>(column).GetView(i); break;
     case arrow::Type::LARGE_STRING: out = static_cast<const arrow::LargeStringArray&>(column).GetView(i); break;
-    default: out = static_cast<const arrow::StringViewArray&>(column).GetView(i); break;
+    case arrow::Type::STRING_VIEW: out = static_cast<const arrow::StringViewArray&>(column).GetView(i); break;
+    default: {
+      const auto& encoded = static_cast<const arrow::DictionaryArray&>(column);
+      return value_at(*encoded.dictionary(), encoded.GetValueIndex(i), out);
+    }
   }
   return true;
 }
