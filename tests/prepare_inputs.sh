@@ -70,6 +70,31 @@ check "--workers 1, 2 and 5: the same $(ls out-w1 | wc -l) files, byte for byte"
   'diff -r out-w1 out-w2 >/dev/null && diff -r out-w1 out-w5 >/dev/null && [ "$(ls out-w1 | wc -l)" -gt 10 ]'
 check "--workers 5 says so" 'grep -q "on 5 workers" w5.log'
 
+# Kill + --resume: SIGKILL after each K-th finished shard, before progress.json names it (FEDSHARD_PREPARE_KILL),
+# on 3 workers; --resume on 1 worker keeps the K-1 shards the progress names and ends with the uninterrupted
+# run's files, byte for byte, at every K (documents longer than a shard are cut across shards, so some kills
+# land inside a document).
+resume_args=(--input txt/corpus keyed --tokenizer "hf:$fixture" --max-shard-tokens 3001 --val-fraction 0.3)
+"$bin" prepare "${resume_args[@]}" --out out-ref >/dev/null || { echo "FAIL: prepare for resume"; exit 1; }
+total=$(ls out-ref/*.bin | wc -l)
+bad="" carried=0
+for k in $(seq 1 "$total"); do
+  FEDSHARD_PREPARE_KILL=$k "$bin" prepare "${resume_args[@]}" --out out-res --workers 3 >/dev/null 2>&1
+  killed=$?
+  grep -q '"carry":[1-9]' out-res.partial/progress.json 2>/dev/null && carried=$((carried + 1))
+  "$bin" prepare "${resume_args[@]}" --out out-res --workers 1 --resume >resume.log 2>&1 || bad="$bad $k(resume failed)"
+  kept=$(sed -n 's/.*resumed: \([0-9]*\) finished shards kept/\1/p' resume.log)
+  [ "$killed" -eq 137 ] && [ "${kept:-0}" -eq $((k - 1)) ] && diff -r out-ref out-res >/dev/null || bad="$bad $k"
+  rm -rf out-res
+done
+check "kill after each of the $total shards, --resume: the same files, the shards before kept ($carried kills inside a document)" \
+  '[ -z "$bad" ] && [ "$carried" -gt 0 ]'
+[ -z "$bad" ] || echo "  failed at:$bad"
+FEDSHARD_PREPARE_KILL=3 "$bin" prepare "${resume_args[@]}" --out out-res >/dev/null 2>&1
+expect "--resume with other options" "out-res.partial was made with other options (/max_shard_tokens differs)" -- \
+  "$bin" prepare "${resume_args[@]/3001/4001}" --out out-res --resume
+check "a refused --resume keeps the partial corpus" '[ -f out-res.partial/progress.json ]'
+
 printf '{"text": "a"}\n{"text": "b"\n' >bad.jsonl
 printf '{"text": "a"}\n{"body": "b"}\n' >nokey.jsonl
 printf '{"text": 7}\n' >number.jsonl
@@ -98,5 +123,5 @@ fi
 expect "glob matching nothing" "matches nothing" -- "$bin" prepare --input 'nowhere/*.jsonl' --out x
 expect "--source-key over text files" "is a text document" -- "$bin" prepare --input txt/corpus --source-key src --out x
 expect "another key missing" 'no "body" key' -- "$bin" prepare --input jsonl/corpus --text-key body --out x
-check "no failed run left an output behind" '[ ! -e x ] && [ -z "$(ls -d x.tmp-* 2>/dev/null)" ]'
+check "no failed run left an output behind" '[ ! -e x ] && [ ! -e x.partial ] && [ -z "$(ls -d x.tmp-* x.old-* 2>/dev/null)" ]'
 [ "$fails" -eq 0 ] || { echo "$fails failed"; exit 1; }

@@ -55,6 +55,8 @@ Command add_prepare(CLI::App& app) {
   sub->add_option("--max-shard-tokens", opts->max_shard_tokens, "Largest shard, in tokens")
       ->capture_default_str()
       ->check(kDigits);
+  sub->add_flag("--resume", opts->resume,
+               "Go on from OUT.partial, the finished shards a killed prepare left, if it ran with these options");
   sub->add_option("--workers", opts->workers,
                   "Threads encoding documents (0: the cores); the output is byte-identical for any number")
       ->capture_default_str()
@@ -74,7 +76,17 @@ Command add_prepare(CLI::App& app) {
                 static_cast<long long>(train.tokens), static_cast<long long>(train.shards));
     std::printf("  val:   %lld docs, %lld tokens in %lld shards\n", static_cast<long long>(val.documents),
                 static_cast<long long>(val.tokens), static_cast<long long>(val.shards));
+    for (const auto& source : m.sources) {
+      int64_t documents = 0, tokens = 0;
+      for (const auto& e : m.shards)
+        if (e.source == source) documents += e.documents, tokens += e.tokens;
+      const auto bytes = s.text_bytes.count(source) ? s.text_bytes.at(source) : 0;
+      std::printf("  source %s: %lld docs, %lld tokens, %.3f bytes of text per token\n", source.c_str(),
+                  static_cast<long long>(documents), static_cast<long long>(tokens),
+                  tokens > 0 ? static_cast<double>(bytes) / static_cast<double>(tokens) : 0.0);
+    }
     if (m.unigram_val_ppl) std::printf("  unigram val perplexity (add-one, from train): %.3f\n", *m.unigram_val_ppl);
+    if (s.resumed_shards > 0) std::printf("  resumed: %lld finished shards kept\n", static_cast<long long>(s.resumed_shards));
     std::printf("  %.2f s on %d worker%s\n", s.seconds, s.workers, s.workers == 1 ? "" : "s");
     return 0;
   };

@@ -1,6 +1,7 @@
 #include "data/prepare.h"
 
 #include <glob.h>
+#include <signal.h>
 #include <stdlib.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <thread>
 #include <utility>
@@ -20,7 +22,9 @@
 #include "data/jsonl.h"
 #include "data/line_reader.h"
 #include "data/parquet_records.h"
+#include "data/partial_corpus.h"
 #include "data/shard_file.h"
+#include "data/shard_sequence.h"
 #include "util/error.h"
 #include "util/fnv1a.h"
 #include "util/posix_file.h"
@@ -182,56 +186,6 @@ void check_label(const std::string& label) {
            "character)");
 }
 
-// The shards of one (split, source): split-source-000.bin, -001, ... Documents start a new shard when they would
-// overflow the current one; only a document longer than max_tokens is cut across shards.
-class ShardSequence {
- public:
-  ShardSequence(std::string dir, std::string split, std::string source, const Tokenizer& tok, int64_t max_tokens)
-      : dir_(std::move(dir)), split_(std::move(split)), source_(std::move(source)), tok_(tok),
-        max_tokens_(static_cast<uint64_t>(max_tokens)) {}
-
-  void add_document(const std::vector<uint32_t>& tokens) {
-    if (writer_ && writer_->size() + tokens.size() > max_tokens_) close_shard();
-    for (size_t done = 0; done < tokens.size();) {
-      if (!writer_) open_shard();
-      const size_t n = std::min<uint64_t>(tokens.size() - done, max_tokens_ - writer_->size());
-      writer_->append(tokens.data() + done, n);
-      done += n;
-      if (writer_->size() == max_tokens_ && done < tokens.size()) close_shard();
-    }
-    ++documents_;
-  }
-
-  std::vector<ShardEntry> finish() {
-    if (writer_) close_shard();
-    return std::move(entries_);
-  }
-
- private:
-  void open_shard() {
-    char part[16];
-    std::snprintf(part, sizeof part, "%03zu", entries_.size());
-    file_ = split_ + "-" + source_ + "-" + part + ".bin";
-    writer_ = std::make_unique<ShardWriter>((fs::path(dir_) / file_).string(), tok_.kind(), tok_.vocab_size(),
-                                            tok_.fingerprint());
-  }
-
-  void close_shard() {
-    const ShardHeader h = writer_->finish();
-    writer_.reset();
-    entries_.push_back({file_, split_, source_, static_cast<int64_t>(h.tokens), documents_, h.checksum});
-    documents_ = 0;
-  }
-
-  std::string dir_, split_, source_;
-  const Tokenizer& tok_;
-  uint64_t max_tokens_;
-  std::unique_ptr<ShardWriter> writer_;
-  std::string file_;
-  int64_t documents_ = 0;  // ended in the open shard
-  std::vector<ShardEntry> entries_;
-};
-
 // exp of the mean negative log-likelihood of the val tokens under p(t) = (train(t) + 1) / (N_train + V).
 double unigram_perplexity(const std::vector<uint64_t>& train, const std::vector<uint64_t>& val) {
   const double n_train = static_cast<double>(std::accumulate(train.begin(), train.end(), uint64_t{0}));
@@ -265,51 +219,25 @@ void check_output_location(const std::string& out, const std::vector<std::string
   }
 }
 
-// A directory that removes itself unless released: failed runs leave no OUT.tmp-* behind.
-class TempDir {
- public:
-  explicit TempDir(const std::string& out) {
-    const fs::path parent = fs::path(out).parent_path();
-    std::error_code ec;
-    if (!parent.empty()) fs::create_directories(parent, ec);
-    FS_CHECK(!ec, "cannot create ", parent.string(), ": ", ec.message());
-    std::string templ = out + ".tmp-XXXXXX";
-    FS_CHECK(::mkdtemp(templ.data()) != nullptr, "cannot create a directory next to ", out, ": ",
-             std::strerror(errno));
-    path_ = templ;
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) fs::remove_all(path_, ec);  // best effort on an error path
-  }
-  const std::string& path() const { return path_; }
-  void release() { path_.clear(); }
-
- private:
-  std::string path_;
-};
-
-// Moves the finished tree onto OUT; an existing OUT is moved aside first and deleted only after the swap.
-void install(TempDir& built, const std::string& out) {
-  std::error_code ec;
-  if (!fs::exists(out, ec)) {
-    rename_file(built.path(), out);
-    built.release();
-    return;
-  }
-  TempDir old(out);
-  const std::string previous = (fs::path(old.path()) / "previous").string();
-  rename_file(out, previous);
-  try {
-    rename_file(built.path(), out);
-  } catch (const Error&) {
-    // Put the old corpus back; if even that fails, leave it where it is rather than delete it.
-    if (std::rename(previous.c_str(), out.c_str()) != 0) old.release();
-    throw;
-  }
-  built.release();
+// What the output depends on, for --resume to refuse a partial corpus made otherwise: the inputs (each
+// document file's size and modification time), the keys, the tokenizer's vocabulary, the split, the shard size.
+std::string options_of(const PrepareOptions& opts, const std::vector<Source>& sources, const Tokenizer& tok) {
+  nlohmann::json files = nlohmann::json::array();
+  for (const auto& source : sources)
+    for (const auto& d : source.documents) {
+      std::error_code ec;
+      const auto size = fs::file_size(d, ec);
+      const auto mtime = fs::last_write_time(d, ec).time_since_epoch().count();
+      files.push_back({d, ec ? 0 : size, ec ? 0 : mtime});
+    }
+  nlohmann::json j = {{"inputs", files},
+                      {"text_key", opts.text_key},
+                      {"source_key", opts.source_key},
+                      {"tokenizer", {tokenizer_kind_name(tok.kind()), tok.vocab_size(), tok.fingerprint()}},
+                      {"val_fraction", opts.val_fraction},
+                      {"seed", opts.seed},
+                      {"max_shard_tokens", opts.max_shard_tokens}};
+  return j.dump();
 }
 
 }  // namespace
@@ -330,26 +258,60 @@ PrepareSummary prepare_corpus(const PrepareOptions& opts) {
   const std::vector<Source> sources = find_sources(inputs, opts.source_key.empty());
   check_output_location(opts.out, inputs);
 
-  TempDir build(opts.out);
+  PartialCorpus partial(opts.out, opts.resume, options_of(opts, sources, *tok));
   std::vector<uint64_t> train_counts(tok->vocab_size()), val_counts(tok->vocab_size());
   struct SourceShards {
-    ShardSequence train, val;
+    std::unique_ptr<ShardSequence> train, val;
   };
-  std::map<std::string, std::unique_ptr<SourceShards>> shards;  // by label: the manifest's order
+  std::map<std::string, SourceShards> shards;  // by label: the manifest's order
+  auto save_progress = [&] {
+    std::map<std::pair<std::string, std::string>, const SequenceProgress*> all;
+    for (const auto& [label, s] : shards) {
+      all[{"train", label}] = &s.train->progress();
+      all[{"val", label}] = &s.val->progress();
+    }
+    partial.save(all);
+  };
+  // FEDSHARD_PREPARE_KILL=K (the resume tests): SIGKILL after the K-th shard is finished and before
+  // progress.json says so, the worst moment for --resume.
+  const char* kill_env = std::getenv("FEDSHARD_PREPARE_KILL");
+  const int64_t kill_after = kill_env ? std::strtoll(kill_env, nullptr, 10) : 0;
+  FS_CHECK(!kill_env || kill_after > 0, "FEDSHARD_PREPARE_KILL must be a shard count above 0, got \"", kill_env, "\"");
+  int64_t finished_shards = 0;
+  auto on_shard = [&] {
+    if (++finished_shards == kill_after) ::raise(SIGKILL);
+    save_progress();
+  };
+  // A resumed sequence's finished shards count towards the baseline as if they had just been written.
+  auto sequence = [&](const std::string& split, const std::string& label) {
+    SequenceProgress resumed = partial.resumed(split, label);
+    auto& counts = split == "val" ? val_counts : train_counts;
+    for (const auto& e : resumed.finished) {
+      const ShardFile f((fs::path(partial.path()) / e.file).string(),
+                        {tok->kind(), tok->vocab_size(), tok->fingerprint(), static_cast<uint64_t>(e.tokens), e.checksum, 0});
+      for (uint64_t i = 0; i < f.header().tokens; ++i) ++counts[f.tokens()[i]];
+    }
+    return std::make_unique<ShardSequence>(partial.path(), split, label, *tok, opts.max_shard_tokens,
+                                           std::move(resumed), on_shard);
+  };
   auto shards_of = [&](const std::string& label) -> SourceShards& {
     auto& s = shards[label];
-    if (!s)
-      s = std::make_unique<SourceShards>(SourceShards{{build.path(), "train", label, *tok, opts.max_shard_tokens},
-                                                      {build.path(), "val", label, *tok, opts.max_shard_tokens}});
-    return *s;
+    if (!s.train) s = {sequence("train", label), sequence("val", label)};
+    return s;
   };
-  // Encoded by the pool; counted and written here, in the order of the documents, whatever the workers.
-  auto add = [&](SourceShards& to, bool val, std::string text, const std::string& where) {
-    pool.submit(std::move(text), where, [&, val, shards = &to](std::vector<uint32_t>& tokens) {
+  // Encoded by the pool; counted and written here, in the order of the documents, whatever the workers. A
+  // document that a resumed sequence's finished shards hold is neither encoded nor written again.
+  std::map<std::string, uint64_t> text_bytes;  // by source: for the summary's bytes per token
+  auto add = [&](const std::string& label, bool val, std::string text, const std::string& where) {
+    SourceShards& to = shards_of(label);
+    ShardSequence& seq = val ? *to.val : *to.train;
+    text_bytes[label] += text.size();
+    if (seq.skip_document()) return;
+    pool.submit(std::move(text), where, [&, val, seq = &seq](std::vector<uint32_t>& tokens) {
       tokens.push_back(tok->eos_id());
+      seq->add_document(tokens);
       auto& counts = val ? val_counts : train_counts;
       for (uint32_t t : tokens) ++counts[t];
-      (val ? shards->val : shards->train).add_document(tokens);
     });
   };
   JsonlParser parser(opts.text_key, opts.source_key);
@@ -374,8 +336,7 @@ PrepareSummary prepare_corpus(const PrepareOptions& opts) {
           throw Error(cat(where, ": ", e.what()));
         }
       }
-      add(shards_of(label), val_record(opts.val_fraction, opts.seed, label, within, index), std::move(record.text),
-          where);
+      add(label, val_record(opts.val_fraction, opts.seed, label, within, index), std::move(record.text), where);
       ++documents;
     };
     for (const auto& path : source.documents) {
@@ -386,7 +347,7 @@ PrepareSummary prepare_corpus(const PrepareOptions& opts) {
         continue;
       }
       if (!is_jsonl(path)) {
-        add(shards_of(source.label), val[text_index++], read_file(path), path);
+        add(source.label, val[text_index++], read_file(path), path);
         ++documents;
         continue;
       }
@@ -407,8 +368,8 @@ PrepareSummary prepare_corpus(const PrepareOptions& opts) {
   pool.finish();
   std::vector<ShardEntry> train_shards, val_shards;
   for (auto& [label, s] : shards) {
-    for (auto& e : s->train.finish()) train_shards.push_back(std::move(e));
-    for (auto& e : s->val.finish()) val_shards.push_back(std::move(e));
+    for (auto& e : s.train->finish()) train_shards.push_back(std::move(e));
+    for (auto& e : s.val->finish()) val_shards.push_back(std::move(e));
   }
 
   Manifest m;
@@ -419,11 +380,12 @@ PrepareSummary prepare_corpus(const PrepareOptions& opts) {
   m.shards = std::move(train_shards);
   m.shards.insert(m.shards.end(), val_shards.begin(), val_shards.end());
   if (!val_shards.empty()) m.unigram_val_ppl = unigram_perplexity(train_counts, val_counts);
-  m.save(build.path());
-  install(build, opts.out);
+  m.save(partial.path());
+  const int64_t resumed_shards = partial.resumed_shards();
+  partial.install();
 
   const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
-  return {std::move(m), elapsed.count(), pool.workers()};
+  return {std::move(m), elapsed.count(), pool.workers(), resumed_shards, std::move(text_bytes)};
 }
 
 }  // namespace fedshard::data

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -30,16 +31,20 @@ struct PrepareOptions {
   uint64_t seed = 0;
   int64_t max_shard_tokens = 64 << 20;
   int workers = 0;  // threads encoding documents; 0: the cores. The output is the same for any number.
+  bool resume = false;  // go on from OUT.partial (a killed prepare's finished shards), if its options are these
 };
 
 struct PrepareSummary {
   Manifest manifest;
   double seconds = 0;
   int workers = 1;
+  int64_t resumed_shards = 0;                   // finished shards a --resume kept
+  std::map<std::string, uint64_t> text_bytes;  // by source: the bytes of text read
 };
 
-// Writes OUT atomically: built in OUT.tmp-XXXXXX, swapped in only when complete. An existing OUT is replaced
-// only if it is a prepared corpus (holds manifest.json). Bad input is a fedshard::Error naming the file or dir.
+// Writes OUT atomically: built in OUT.partial (partial_corpus.h), swapped in only when complete. An existing OUT
+// is replaced only if it is a prepared corpus (holds manifest.json). Bad input is a fedshard::Error naming the
+// file or dir.
 PrepareSummary prepare_corpus(const PrepareOptions& opts);
 
 }  // namespace fedshard::data
