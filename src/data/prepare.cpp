@@ -3,6 +3,7 @@
 #include <glob.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -240,6 +241,50 @@ std::string options_of(const PrepareOptions& opts, const std::vector<Source>& so
   return j.dump();
 }
 
+// A line on a terminal's stderr, redrawn at most once a second: documents, input read, its rate and the time
+// left at that rate. Input is counted by file: the files done plus the text of the current one (capped at its
+// size, so a compressed file's share is approximate).
+class ProgressLine {
+ public:
+  ProgressLine(const std::vector<Source>& sources) : shown_(::isatty(2) == 1) {
+    for (const auto& s : sources)
+      for (const auto& d : s.documents) {
+        std::error_code ec;
+        total_ += static_cast<double>(fs::file_size(d, ec));
+      }
+  }
+  void file_done(const std::string& path) {
+    std::error_code ec;
+    done_ += static_cast<double>(fs::file_size(path, ec));
+    current_ = 0;
+  }
+  void document(const std::string& path, size_t text_bytes) {
+    ++documents_;
+    current_ += static_cast<double>(text_bytes);
+    if (!shown_) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_ < std::chrono::seconds(1)) return;
+    last_ = now;
+    std::error_code ec;
+    const double read = done_ + std::min(current_, static_cast<double>(fs::file_size(path, ec)));
+    const double seconds = std::chrono::duration<double>(now - start_).count();
+    const double rate = read / std::max(seconds, 1e-9);
+    std::fprintf(stderr, "\rprepare: %lld docs, %.1f of %.1f MB read, %.1f MB/s, ETA %.0f s   ",
+                 static_cast<long long>(documents_), read / 1e6, total_ / 1e6, rate / 1e6,
+                 rate > 0 ? std::max(0.0, total_ - read) / rate : 0.0);
+    drawn_ = true;
+  }
+  ~ProgressLine() {
+    if (drawn_) std::fprintf(stderr, "\n");
+  }
+
+ private:
+  bool shown_, drawn_ = false;
+  double total_ = 0, done_ = 0, current_ = 0;
+  int64_t documents_ = 0;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(), last_ = start_;
+};
+
 }  // namespace
 
 PrepareSummary prepare_corpus(const PrepareOptions& opts) {
@@ -302,10 +347,13 @@ PrepareSummary prepare_corpus(const PrepareOptions& opts) {
   // Encoded by the pool; counted and written here, in the order of the documents, whatever the workers. A
   // document that a resumed sequence's finished shards hold is neither encoded nor written again.
   std::map<std::string, uint64_t> text_bytes;  // by source: for the summary's bytes per token
+  ProgressLine progress(sources);
+  const std::string* current_file = nullptr;
   auto add = [&](const std::string& label, bool val, std::string text, const std::string& where) {
     SourceShards& to = shards_of(label);
     ShardSequence& seq = val ? *to.val : *to.train;
     text_bytes[label] += text.size();
+    progress.document(*current_file, text.size());
     if (seq.skip_document()) return;
     pool.submit(std::move(text), where, [&, val, seq = &seq](std::vector<uint32_t>& tokens) {
       tokens.push_back(tok->eos_id());
@@ -340,15 +388,18 @@ PrepareSummary prepare_corpus(const PrepareOptions& opts) {
       ++documents;
     };
     for (const auto& path : source.documents) {
+      current_file = &path;
       const std::string within = fs::path(path).lexically_relative(source.dir).string();
       if (is_parquet(path)) {
         ParquetRecords rows(path, opts.text_key, opts.source_key);
         while (rows.next(record)) take(within, rows.row(), cat(path, ": row ", rows.row()));
+        progress.file_done(path);
         continue;
       }
       if (!is_jsonl(path)) {
         add(source.label, val[text_index++], read_file(path), path);
         ++documents;
+        progress.file_done(path);
         continue;
       }
       LineReader lines(path);
@@ -362,6 +413,7 @@ PrepareSummary prepare_corpus(const PrepareOptions& opts) {
         }
         take(within, lines.line_number(), where);
       }
+      progress.file_done(path);
     }
     FS_CHECK(documents > 0, "source ", source.dir, " has no documents (its JSONL or Parquet files hold no records)");
   }
