@@ -35,13 +35,25 @@ lines = [l for d in docs for l in d.splitlines() if l.strip()]
 spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_prefix=os.path.join(work, "llama2-style"),
                                vocab_size=8000, model_type="bpe", byte_fallback=True, split_digits=True,
                                normalization_rule_name="identity", remove_extra_whitespaces=False, minloglevel=2)
-# The llama3-style tokenizer.json's ranks as a tiktoken file (as tests/tiktoken_tokenizer.py writes them).
+# A larger vocabulary (32,000 tokens: what Brown's 6 MB can train; Llama 3 has 128,256) with Llama 3's
+# pre-tokenizer, by the real tokenizers trainer, and both vocabularies' ranks as tiktoken files (as
+# tests/tiktoken_tokenizer.py writes them).
 import base64
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 sys.path.insert(0, "tests")
-from tiktoken_tokenizer import FIXTURE, ranks_of
-with open(os.path.join(work, "llama3-style.tiktoken"), "w") as f:
-    for token, rank in ranks_of(FIXTURE).items():
-        f.write(f"{base64.b64encode(token).decode()} {rank}\n")
+from tiktoken_tokenizer import FIXTURE, LLAMA3, ranks_of
+big = Tokenizer(models.BPE(ignore_merges=True))
+big.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(LLAMA3), behavior="isolated"),
+                                             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+big.decoder = decoders.ByteLevel()
+big.train_from_iterator(docs, trainers.BpeTrainer(vocab_size=32000, show_progress=False,
+                                                  special_tokens=["<|begin_of_text|>", "<|end_of_text|>"],
+                                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+big.save(os.path.join(work, "llama3-style-32k.json"))
+for name, source in (("llama3-style", FIXTURE), ("llama3-style-32k", os.path.join(work, "llama3-style-32k.json"))):
+    with open(os.path.join(work, name + ".tiktoken"), "w") as f:
+        for token, rank in ranks_of(source).items():
+            f.write(f"{base64.b64encode(token).decode()} {rank}\n")
 EOF
 mkdir -p "$work/zst" && zstd -q -19 "$work/jsonl/brown.jsonl" -o "$work/zst/brown.jsonl.zst"
 
@@ -97,7 +109,7 @@ echo "| tokenizer | tokens | fedshard prepare s, 1 worker | MB/s | $workers work
 echo "|---|---:|---:|---:|---:|---:|---:|---|---:|"
 fixtures=tests/fixtures/hf_tokenizers
 for spec in bytes "hf:$fixtures/gpt2-style.json" "hf:$fixtures/llama3-style.json" "tiktoken:$work/llama3-style.tiktoken" \
-  "sentencepiece:$work/llama2-style.model"; do
+  "hf:$work/llama3-style-32k.json" "tiktoken:$work/llama3-style-32k.tiktoken" "sentencepiece:$work/llama2-style.model"; do
   ours=$(prepare_s "$work/brown" "$spec" 1)
   many=$(prepare_s "$work/brown" "$spec" "$workers")
   n=$(tokens "$work/brown" "$spec")

@@ -77,7 +77,7 @@ def main():
     runs = []
     for k in range(2):
         out = os.path.join(work, f"split{k}")
-        r = prepare(bin_, [path], out, "--val-fraction", "0.1", "--seed", "3")
+        r = prepare(bin_, [path], out, "--val-fraction", "0.5", "--seed", "3")  # some val even of 17 records
         runs.append(shards(out) if r.returncode == 0 else r.stderr.strip())
     documents = {"train": 0, "val": 0}
     for shard in runs[0] if isinstance(runs[0], list) else []:
