@@ -21,7 +21,7 @@ import sys
 
 from tokenizers import Tokenizer
 
-from tokenizer_conformance import ADVERSARIAL, compare, prepare, read_documents, tokenize
+from tokenizer_conformance import ADVERSARIAL, compare, many_words, prepare, read_documents, tokenize
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "hf_tokenizers")
 
@@ -48,7 +48,7 @@ def main():
         name = os.path.basename(fixture)
         hf = Tokenizer.from_file(fixture)
         hf.encode_special_tokens = True  # a special token's text in a document is text (fedshard's rule)
-        for label, set_ in ((corpus, docs), ("adversarial", ADVERSARIAL)):
+        for label, set_ in ((corpus, docs), ("adversarial", ADVERSARIAL), ("many words", many_words())):
             ours = tokenize(bin_, "hf:" + fixture, set_, work)
             theirs = [e.ids for e in hf.encode_batch(set_, add_special_tokens=False)]
             same = compare(f"{name} {label}", set_, ours, theirs, "tokenizers")

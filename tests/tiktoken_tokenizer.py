@@ -18,7 +18,7 @@ import sys
 
 import tiktoken
 
-from tokenizer_conformance import ADVERSARIAL, compare, read_documents, tokenize
+from tokenizer_conformance import ADVERSARIAL, compare, many_words, read_documents, tokenize
 
 FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "hf_tokenizers", "llama3-style.json")
 LLAMA3 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"
@@ -65,7 +65,7 @@ def main():
             f.write(f"{base64.b64encode(token).decode()} {rank}\n")
     enc = tiktoken.Encoding(name="llama3-style", pat_str=LLAMA3, mergeable_ranks=ranks, special_tokens={})
     ok = True
-    for label, set_ in ((corpus, docs), ("adversarial", ADVERSARIAL), ("every code point", every_code_point())):
+    for label, set_ in ((corpus, docs), ("adversarial", ADVERSARIAL), ("many words", many_words()), ("every code point", every_code_point())):
         ours = tokenize(bin_, "tiktoken:" + path, set_, work)
         same = compare(f"{label}", set_, ours, [enc.encode_ordinary(d) for d in set_], "tiktoken")
         ok &= same

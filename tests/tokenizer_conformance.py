@@ -26,6 +26,19 @@ ADVERSARIAL = [
 ]
 
 
+def many_words():
+    """Documents of 100,000 made-up words, each said twice far apart: more distinct pieces than fedshard's BPE
+    keeps cached (65,536), so pieces are served from its cache, forgotten when it fills, and merged again."""
+    words = []
+    for i in range(100_000):
+        n, w = i * 7919 + 12345, ""
+        while n:
+            n, r = divmod(n, 26)
+            w += "abcdefghijklmnopqrstuvwxyz"[r]
+        words.append(w)
+    return [" ".join(words[:50_000] + words[:20_000]), " ".join(words[50_000:] + words[:30_000])]
+
+
 def read_documents(corpus_dir):
     """Every file below corpus_dir is a document; returns (label, documents)."""
     docs = []

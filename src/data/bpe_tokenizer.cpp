@@ -1,11 +1,9 @@
 #include "data/bpe_tokenizer.h"
 
-#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
 #include <fstream>
-#include <functional>
 #include <iterator>
 #include <limits>
 
@@ -124,25 +122,7 @@ std::vector<std::string> llama3_special_names() {
   return names;
 }
 
-// A pair of adjacent segments that could merge: its concatenation has rank `rank`, the left one starts at
-// `start`. The heap pops the lowest rank, leftmost on ties, which is tiktoken's choice.
-struct Candidate {
-  uint32_t rank;
-  size_t start;
-};
-bool operator>(const Candidate& a, const Candidate& b) {
-  return a.rank != b.rank ? a.rank > b.rank : a.start > b.start;
-}
-
 }  // namespace
-
-// Per-encode buffers, reused across pieces to avoid allocating for every word.
-struct BpeTokenizer::MergeScratch {
-  std::vector<uint32_t> seg_rank;   // rank of the segment starting here
-  std::vector<uint32_t> pair_rank;  // rank of this segment + the next one; kNoRank if none or segment is gone
-  std::vector<size_t> next, prev;   // segment links by start offset; next == size ends, prev == npos starts
-  std::vector<Candidate> heap;
-};
 
 BpeTokenizer::BpeTokenizer(const std::string& path) : path_(path), special_names_(llama3_special_names()) {
   const std::string data = read_file(path);
@@ -174,6 +154,15 @@ BpeTokenizer::BpeTokenizer(const std::string& path) : path_(path), special_names
     const char c = static_cast<char>(b);
     byte_rank_[b] = rank_of(std::string_view(&c, 1));
   }
+  // Every split of a token into two tokens is a merge to it, its rank the priority (tiktoken merges the pair
+  // whose concatenated bytes rank lowest; segments are always tokens, so the pair of ids names those bytes).
+  for (uint32_t r = 0; r < n; ++r) {
+    const std::string_view token = tokens_[r];
+    for (size_t k = 1; k < token.size(); ++k) {
+      const uint32_t left = rank_of(token.substr(0, k)), right = rank_of(token.substr(k));
+      if (left != kNoRank && right != kNoRank) merges_.set(left, right, PairMerge{r, r});
+    }
+  }
 }
 
 uint32_t BpeTokenizer::rank_of(std::string_view bytes) const {
@@ -184,58 +173,22 @@ uint32_t BpeTokenizer::rank_of(std::string_view bytes) const {
 std::vector<uint32_t> BpeTokenizer::encode(std::string_view text) const {
   std::vector<uint32_t> ids;
   ids.reserve(text.size() / 3);
-  MergeScratch scratch;
-  for (std::string_view piece : pretokenizer_.split(text)) encode_piece(piece, scratch, ids);
+  for (std::string_view piece : pretokenizer_.split(text)) {
+    if (merger_.cached(piece, ids)) continue;
+    const size_t before = ids.size();
+    const uint32_t whole = rank_of(piece);
+    if (whole != kNoRank) {
+      ids.push_back(whole);
+    } else {
+      for (const char c : piece) {
+        const auto byte = static_cast<unsigned char>(c);
+        FS_CHECK(byte_rank_[byte] != kNoRank, "byte ", hex_byte(byte), " is not in the vocabulary of ", path_);
+      }
+      merger_.merge(piece, byte_rank_, merges_, ids);
+    }
+    merger_.remember(piece, ids.data() + before, ids.size() - before);
+  }
   return ids;
-}
-
-// tiktoken's byte-pair merge: start from single bytes and repeatedly merge the adjacent pair whose
-// concatenation has the lowest rank. A heap keeps long pieces O(n log n) (tiktoken's linear scan is quadratic).
-void BpeTokenizer::encode_piece(std::string_view piece, MergeScratch& s, std::vector<uint32_t>& out) const {
-  const uint32_t whole = rank_of(piece);
-  if (whole != kNoRank) {
-    out.push_back(whole);
-    return;
-  }
-  const size_t n = piece.size();
-  s.seg_rank.resize(n);
-  s.pair_rank.resize(n);
-  s.next.resize(n);
-  s.prev.resize(n);
-  s.heap.clear();
-  for (size_t i = 0; i < n; ++i) {
-    const auto byte = static_cast<unsigned char>(piece[i]);
-    FS_CHECK(byte_rank_[byte] != kNoRank, "byte ", hex_byte(byte), " is not in the vocabulary of ", path_);
-    s.seg_rank[i] = byte_rank_[byte];
-    s.next[i] = i + 1;
-    s.prev[i] = i == 0 ? std::string_view::npos : i - 1;
-  }
-  const auto pair_at = [&](size_t i) {
-    const size_t j = s.next[i];
-    if (j >= n) return kNoRank;
-    return rank_of(piece.substr(i, s.next[j] - i));
-  };
-  const auto push = [&](size_t i) {
-    s.pair_rank[i] = pair_at(i);
-    if (s.pair_rank[i] == kNoRank) return;
-    s.heap.push_back({s.pair_rank[i], i});
-    std::push_heap(s.heap.begin(), s.heap.end(), std::greater<Candidate>());
-  };
-  for (size_t i = 0; i < n; ++i) push(i);
-  while (!s.heap.empty()) {
-    std::pop_heap(s.heap.begin(), s.heap.end(), std::greater<Candidate>());
-    const Candidate c = s.heap.back();
-    s.heap.pop_back();
-    if (s.pair_rank[c.start] != c.rank) continue;  // stale: a neighbour merged since this was pushed
-    const size_t i = c.start, j = s.next[i];
-    s.seg_rank[i] = c.rank;
-    s.next[i] = s.next[j];
-    if (s.next[j] < n) s.prev[s.next[j]] = i;
-    s.pair_rank[j] = kNoRank;
-    push(i);
-    if (s.prev[i] != std::string_view::npos) push(s.prev[i]);
-  }
-  for (size_t i = 0; i < n; i = s.next[i]) out.push_back(s.seg_rank[i]);
 }
 
 std::string BpeTokenizer::decode(const std::vector<uint32_t>& ids) const {

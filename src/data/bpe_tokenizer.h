@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "data/bpe_merge.h"
 #include "data/pretokenizer.h"
 #include "data/tokenizer.h"
 
@@ -36,17 +37,16 @@ class BpeTokenizer final : public Tokenizer {
   uint64_t fingerprint() const override { return fingerprint_; }
 
  private:
-  struct MergeScratch;
-
   uint32_t num_regular() const { return static_cast<uint32_t>(tokens_.size()); }
-  void encode_piece(std::string_view piece, MergeScratch& scratch, std::vector<uint32_t>& out) const;
   uint32_t rank_of(std::string_view bytes) const;
 
   std::string path_;
   uint64_t fingerprint_ = 0;
   std::vector<std::string> tokens_;                         // rank -> token bytes
   std::unordered_map<std::string_view, uint32_t> ranks_;   // token bytes (views into tokens_) -> rank
-  std::array<uint32_t, 256> byte_rank_{};                   // single-byte fast path; kNoRank if absent
+  std::array<uint32_t, 256> byte_rank_{};                   // each byte's rank; kNoRank if absent
+  MergeTable merges_;                                       // (left, right) -> the token they make
+  mutable BpeMerger merger_;
   std::vector<std::string> special_names_;                  // id - num_regular() -> name
   Pretokenizer pretokenizer_;
 };

@@ -9,7 +9,23 @@ namespace fedshard::data {
 EncodePool::EncodePool(const std::string& tokenizer_spec, int workers, size_t max_bytes_in_flight)
     : max_bytes_(max_bytes_in_flight) {
   FS_CHECK(workers >= 1, "workers must be at least 1, got ", workers);
-  for (int w = 0; w < workers; ++w) tokenizers_.push_back(make_tokenizer(tokenizer_spec));
+  // Loaded side by side: a large tokenizer.json takes a while to parse, once per worker.
+  tokenizers_.resize(static_cast<size_t>(workers));
+  std::vector<std::exception_ptr> failed(tokenizers_.size());
+  const auto load = [&](size_t w) {
+    try {
+      tokenizers_[w] = make_tokenizer(tokenizer_spec);
+    } catch (...) {
+      failed[w] = std::current_exception();
+    }
+  };
+  std::vector<std::thread> loaders;
+  for (size_t w = 1; w < tokenizers_.size(); ++w) loaders.emplace_back(load, w);
+  load(0);
+  for (auto& t : loaders) t.join();
+  for (const auto& e : failed) {
+    if (e) std::rethrow_exception(e);
+  }
   if (workers > 1)
     for (const auto& tok : tokenizers_) threads_.emplace_back([this, t = tok.get()] { work(*t); });
 }

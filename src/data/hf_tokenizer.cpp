@@ -1,8 +1,5 @@
 #include "data/hf_tokenizer.h"
 
-#include <algorithm>
-#include <functional>
-#include <iterator>
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -232,7 +229,7 @@ HfTokenizer::HfTokenizer(const std::string& path) : path_(path) {
       r.fail(key, m.dump() + " names a token that is not in model.vocab");
     }
     // A pair listed twice keeps its last rank, as the tokenizers library's map does (checked with 0.23.3).
-    merges_[uint64_t{l->second} << 32 | rt->second] = Merge{rank, merged->second};
+    merges_.set(l->second, rt->second, PairMerge{rank, merged->second});
   }
 
   const json& added = root.contains("added_tokens") ? root["added_tokens"] : json::array();
@@ -260,65 +257,23 @@ HfTokenizer::HfTokenizer(const std::string& path) : path_(path) {
   pretokenizer_ = std::make_unique<Pretokenizer>(pretokenizer_pattern(r, root), path + ": pre_tokenizer's regex");
 }
 
-const HfTokenizer::Merge* HfTokenizer::merge_of(uint32_t left, uint32_t right) const {
-  const auto it = merges_.find(uint64_t{left} << 32 | right);
-  return it == merges_.end() ? nullptr : &it->second;
-}
-
+// The tokenizers library's BPE word merge (lowest merge rank first, leftmost on ties), a whole-token piece taken
+// as it is where the file sets ignore_merges.
 std::vector<uint32_t> HfTokenizer::encode(std::string_view text) const {
   std::vector<uint32_t> ids;
   ids.reserve(text.size() / 3);
-  for (std::string_view piece : pretokenizer_->split(text)) encode_piece(piece, ids);
-  return ids;
-}
-
-// The tokenizers library's BPE word merge: start from one token per byte and repeatedly apply the listed merge
-// of lowest rank among adjacent pairs, leftmost first. A heap over (rank, position) keeps long pieces
-// O(n log n); an entry is stale when its position no longer starts that pair.
-void HfTokenizer::encode_piece(std::string_view piece, std::vector<uint32_t>& out) const {
-  if (ignore_merges_) {
-    const auto whole = vocab_.find(std::string(piece));
+  for (std::string_view piece : pretokenizer_->split(text)) {
+    if (merger_.cached(piece, ids)) continue;
+    const size_t before = ids.size();
+    const auto whole = ignore_merges_ ? vocab_.find(std::string(piece)) : vocab_.end();
     if (whole != vocab_.end()) {
-      out.push_back(whole->second);
-      return;
+      ids.push_back(whole->second);
+    } else {
+      merger_.merge(piece, byte_id_, merges_, ids);
     }
+    merger_.remember(piece, ids.data() + before, ids.size() - before);
   }
-  struct Candidate {
-    uint32_t rank;
-    size_t pos;
-    bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
-  };
-  const size_t n = piece.size();
-  std::vector<uint32_t> id(n), pair_rank(n, kNone);
-  std::vector<size_t> next(n), prev(n);
-  std::vector<Candidate> heap;
-  for (size_t i = 0; i < n; ++i) {
-    id[i] = byte_id_[static_cast<unsigned char>(piece[i])];
-    next[i] = i + 1;
-    prev[i] = i == 0 ? std::string_view::npos : i - 1;
-  }
-  const auto push = [&](size_t i) {
-    const Merge* m = next[i] < n ? merge_of(id[i], id[next[i]]) : nullptr;
-    pair_rank[i] = m ? m->rank : kNone;
-    if (!m) return;
-    heap.push_back({m->rank, i});
-    std::push_heap(heap.begin(), heap.end(), std::greater<Candidate>());
-  };
-  for (size_t i = 0; i < n; ++i) push(i);
-  while (!heap.empty()) {
-    std::pop_heap(heap.begin(), heap.end(), std::greater<Candidate>());
-    const Candidate c = heap.back();
-    heap.pop_back();
-    if (pair_rank[c.pos] != c.rank) continue;  // stale: a neighbour merged since this was pushed
-    const size_t i = c.pos, j = next[i];
-    id[i] = merge_of(id[i], id[j])->id;
-    next[i] = next[j];
-    if (next[j] < n) prev[next[j]] = i;
-    pair_rank[j] = kNone;
-    push(i);
-    if (prev[i] != std::string_view::npos) push(prev[i]);
-  }
-  for (size_t i = 0; i < n; i = next[i]) out.push_back(id[i]);
+  return ids;
 }
 
 std::string HfTokenizer::decode(const std::vector<uint32_t>& ids) const {

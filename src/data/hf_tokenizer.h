@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "data/bpe_merge.h"
 #include "data/pretokenizer.h"
 #include "data/tokenizer.h"
 
@@ -34,20 +35,14 @@ class HfTokenizer final : public Tokenizer {
   uint64_t fingerprint() const override { return fingerprint_; }
 
  private:
-  struct Merge {
-    uint32_t rank;  // its place in the merges list: lower merges first
-    uint32_t id;    // the merged token
-  };
-  void encode_piece(std::string_view piece, std::vector<uint32_t>& out) const;
-  const Merge* merge_of(uint32_t left, uint32_t right) const;
-
   std::string path_;
   uint64_t fingerprint_ = 0;
   std::vector<std::string> text_of_id_;             // id -> bytes (specials: their content)
   std::vector<bool> known_id_;                      // an id the file defines (the vocab may have gaps)
   std::unordered_map<std::string, uint32_t> vocab_;  // token bytes -> id, the model's vocab only
   std::array<uint32_t, 256> byte_id_{};
-  std::unordered_map<uint64_t, Merge> merges_;  // left id << 32 | right id
+  MergeTable merges_;  // priority: the merge's place in the merges list
+  mutable BpeMerger merger_;
   bool ignore_merges_ = false;  // a piece that is a whole token is that token, merges or not (Llama 3)
   uint32_t bos_ = 0, eos_ = 0;
   std::unique_ptr<Pretokenizer> pretokenizer_;

@@ -16,7 +16,9 @@ enum class TokenizerKind : uint32_t { Bytes = 1, Tiktoken = 2, HuggingFace = 3, 
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
-  virtual std::vector<uint32_t> encode(std::string_view text) const = 0;  // no BOS/EOS added
+  // No BOS/EOS added. Not safe to call on one tokenizer from several threads at once (a tokenizer keeps its
+  // buffers, cache or helper process): each thread makes its own, as prepare's workers do.
+  virtual std::vector<uint32_t> encode(std::string_view text) const = 0;
   virtual std::string decode(const std::vector<uint32_t>& ids) const = 0;  // specials: their text (SentencePiece: none)
   virtual uint32_t vocab_size() const = 0;
   virtual uint32_t bos_id() const = 0;
