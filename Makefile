@@ -65,14 +65,14 @@ build-asan: setup
 	@$(CC) -shared -fPIC -O2 -o $(ASAN_BUILD)/keep_modules.so tests/sanitizers/keep_modules.c
 
 test-asan: setup-hf build-asan
-	@cd $(ASAN_BUILD) && $(ASAN_ENV) ctest --output-on-failure --timeout 900 -j1 -R '^(test_|fuzz_)'
+	@cd $(ASAN_BUILD) && $(ASAN_ENV) ctest --output-on-failure --timeout 900 -j$(TEST_JOBS) -R '^(test_|fuzz_)'
 
 # What `make test` (CI) runs of it, to stay inside CI's time: every unit test and fuzz target, each multi-rank
 # test at its smallest world that still slices a model inside a group or crosses groups, and Parquet input (its
 # helper process and protocol; the sentencepiece helper runs in test_tokenizer).
 ASAN_CI = ^(test_(model|tokenizer|data|partition|plan|report|safetensors|preemption)$$|test_(sharding|train|checkpoint|relaxed_rounds|link_emulation)_np2$$|test_(federation|plan_measured)_np4$$|test_ring_ops_np[23]$$|fuzz_|prepare_parquet$$)
 test-asan-ci: setup-hf build-asan
-	@cd $(ASAN_BUILD) && $(ASAN_ENV) ctest --output-on-failure --timeout 900 -j1 -R '$(ASAN_CI)'
+	@cd $(ASAN_BUILD) && $(ASAN_ENV) ctest --output-on-failure --timeout 900 -j$(TEST_JOBS) -R '$(ASAN_CI)'
 
 # ThreadSanitizer over the comm threads (both lanes), the federation rounds and the preemption flag.
 TSAN_TESTS = test_ring_ops test_relaxed_rounds test_link_emulation test_federation test_preemption
@@ -96,15 +96,19 @@ fuzz: build-asan
 	  grep -E "stat::number_of_executed_units|stat::peak|ERROR|SUMMARY|Test unit written" $(ASAN_BUILD)/fuzz/campaign-$$t.log; \
 	done; test -z "$$failed" || { echo "fuzz: defects found by:$$failed"; exit 1; }
 
+# Tests two at a time: one that starts ranks claims both cores (PROCESSORS in tests/CMakeLists.txt) and runs
+# alone; single-process ones pair up.
+TEST_JOBS ?= 2
+
 setup-hf: setup
 	@bash scripts/setup-hf.sh $(VENV)
 
 # The venv first: the build takes Parquet input's Arrow/Parquet C++ from its pyarrow.
 test-cpu: setup-hf build
-	@cd $(BUILD) && ctest --output-on-failure --timeout 600 -j1
+	@cd $(BUILD) && ctest --output-on-failure --timeout 600 -j$(TEST_JOBS)
 
 test-cuda: setup-hf build-cuda
-	@cd $(CUDA_BUILD) && ctest --output-on-failure --timeout 600 -j1
+	@cd $(CUDA_BUILD) && ctest --output-on-failure --timeout 600 -j$(TEST_JOBS)
 
 test: test-cpu test-asan-ci $(if $(WITH_CUDA),test-cuda,)
 	@$(if $(WITH_CUDA),true,echo "make test: the CUDA variant was not built (CUDA=$(CUDA)$(if $(NVCC),,, no nvcc found); CUDA=on requires it)")
