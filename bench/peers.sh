@@ -15,7 +15,8 @@
 # Usage: bench/peers.sh [FEDSHARD (binary or build dir; default build)] [STEPS (20)] [FED_STEPS (32)] [MBIT (100)]
 # Env: PAIRS="fsdp ddp hsdp diloco localsgd"  NETS="shm netns"  BATCH=2  SYNC_EVERY=4  OUTER_LR=0.7
 #      OUTER_MOMENTUM=0.9  EVAL_WINDOWS=128  OUT=docs/results/peers  PROFILE_PAIRS="" (fsdp ddp hsdp: peers re-run on shared
-#      memory under torch.profiler, untimed)
+#      memory under torch.profiler, untimed)  SEED=0 (both sides' initial draws and data order)  SAME_INIT=0 (1: fedshard
+#      starts from the peer's seeded initial weights, written as a Hugging Face directory, so only the training differs)
 set -euo pipefail
 die() {
   echo "peers: error: $*" >&2
@@ -35,6 +36,8 @@ K=${SYNC_EVERY:-4}
 outer_lr=${OUTER_LR:-0.7}
 outer_mom=${OUTER_MOMENTUM:-0.9}
 eval_windows=${EVAL_WINDOWS:-128}
+seed=${SEED:-0}
+same_init=${SAME_INIT:-0}
 cd "$(dirname "$0")/.."
 root=$(pwd)
 out=${OUT:-docs/results/peers}
@@ -97,7 +100,9 @@ port=29640
 run_pair() {  # NET PAIR: fedshard, then the peer, each timed under the lock; failures are recorded, not fatal
   local where=$1 pair=$2 launch tag lh_addr addrs before rc
   local common=(--config configs/demo.toml --batch-size "$batch" --threads 1 --ranks-per-node 1 --eval-every 0
-                --set eval.windows="$eval_windows" --set parallel.activation_checkpointing="$(ac_of "$pair")")
+                --seed "$seed" --set eval.windows="$eval_windows"
+                --set parallel.activation_checkpointing="$(ac_of "$pair")")
+  if [ "$same_init" = 1 ]; then common+=(--init-from "$runs/init-s$seed"); fi
   if [ "$where" = shm ]; then
     launch=(mpirun --oversubscribe --allow-run-as-root -np 4)
     lh_addr=127.0.0.1 addrs=""
@@ -130,7 +135,7 @@ run_pair() {  # NET PAIR: fedshard, then the peer, each timed under the lock; fa
   rc=0
   locked "${launch[@]}" "$py" bench/peers/torch_peer.py --mode "$pair" --steps "$(steps_of "$pair")" --batch "$batch" \
     --sync-every "$K" --outer-lr "$outer_lr" --outer-momentum "$outer_mom" --ac "$(ac_of "$pair")" \
-    --eval-windows "$eval_windows" --port "$port" --lighthouse "http://$lh_addr:$((port + 5))" \
+    --eval-windows "$eval_windows" --seed "$seed" --port "$port" --lighthouse "http://$lh_addr:$((port + 5))" \
     ${addrs:+--addrs "$addrs"} --out "$runs/$tag" >"$runs/$tag.log" 2>&1 || rc=$?
   if [ "$where" = netns ]; then echo "$before $(wire_bytes)" >"$runs/$tag.wire"; fi
   stop_lighthouse
@@ -138,6 +143,9 @@ run_pair() {  # NET PAIR: fedshard, then the peer, each timed under the lock; fa
     echo "exit status $rc" >"$runs/$tag.error"
 }
 
+if [ "$same_init" = 1 ]; then
+  "$py" bench/peers/torch_peer.py --save-init "$runs/init-s$seed" --seed "$seed" || die "the peer's initial model"
+fi
 for where in $nets; do  # not $net: netns_lib.sh keeps its subnet in that name
   case $where in
     shm) ;;
@@ -152,6 +160,7 @@ for where in $nets; do  # not $net: netns_lib.sh keeps its subnet in that name
   for pair in $pairs; do run_pair "$where" "$pair"; done
   if [ "$where" = netns ]; then netns_down; fi
 done
+rm -rf "$runs/init-s$seed"  # 12 MB of weights the same seed writes again; not part of the comparison
 
 for pair in ${PROFILE_PAIRS:-}; do  # where the peer's step time goes (untimed; not in the table's numbers)
   echo "peers: profile peer $pair" >&2
@@ -170,7 +179,7 @@ done
   echo "host: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)"
 } >"$out/versions.txt"
 # Every invocation that wrote into OUT/runs, in order (a table may be completed in parts with PAIRS/NETS).
-echo "$(date -u +%FT%TZ) PAIRS=\"$pairs\" NETS=\"$nets\" BATCH=$batch SYNC_EVERY=$K OUTER_LR=$outer_lr OUTER_MOMENTUM=$outer_mom EVAL_WINDOWS=$eval_windows PROFILE_PAIRS=\"${PROFILE_PAIRS:-}\" bench/peers.sh $*" >>"$out/commands.txt"
+echo "$(date -u +%FT%TZ) PAIRS=\"$pairs\" NETS=\"$nets\" SEED=$seed SAME_INIT=$same_init BATCH=$batch SYNC_EVERY=$K OUTER_LR=$outer_lr OUTER_MOMENTUM=$outer_mom EVAL_WINDOWS=$eval_windows PROFILE_PAIRS=\"${PROFILE_PAIRS:-}\" bench/peers.sh $*" >>"$out/commands.txt"
 /usr/bin/env python3 bench/peers/table.py "$out" --mbit "$mbit" || die "bench/peers/table.py failed"
 if ls "$runs"/*.error >/dev/null 2>&1; then
   die "$(ls "$runs"/*.error | wc -l) run(s) failed: $(cd "$runs" && ls -- *.error | tr '\n' ' ')(see $runs)"

@@ -213,6 +213,43 @@ def lr_at(step, a):
     return floor + (a.lr - floor) * 0.5 * (1 + math.cos(math.pi * progress))
 
 
+def save_hf(model, seq, out):
+    """The model as a Hugging Face Llama directory (config.json + model.safetensors, float32). This model's
+    q/k rows are already in HF's rotate-half order, so the names are the only change."""
+    hf = {"tok_embeddings.weight": "model.embed_tokens.weight", "norm.weight": "model.norm.weight",
+          "output.weight": "lm_head.weight"}
+    sub = {"attention_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm", "wq": "self_attn.q_proj",
+           "wk": "self_attn.k_proj", "wv": "self_attn.v_proj", "wo": "self_attn.o_proj", "w1": "mlp.gate_proj",
+           "w2": "mlp.down_proj", "w3": "mlp.up_proj"}
+    tensors = {}
+    for name, p in model.named_parameters():
+        if name in hf:
+            key = hf[name]
+        else:
+            _, i, mod, leaf = name.split(".")
+            key = f"model.layers.{i}.{sub[mod]}.{leaf}"
+        tensors[key] = p.detach().contiguous()
+    # safetensors: an 8-byte little-endian header length, the JSON header, then the raw little-endian data.
+    header, offset, blobs = {}, 0, []
+    for key in sorted(tensors):
+        data = tensors[key].numpy().tobytes()
+        header[key] = {"dtype": "F32", "shape": list(tensors[key].shape), "data_offsets": [offset, offset + len(data)]}
+        offset += len(data)
+        blobs.append(data)
+    head = json.dumps(header).encode()
+    head += b" " * (-len(head) % 8)
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "model.safetensors"), "wb") as f:
+        f.write(len(head).to_bytes(8, "little") + head + b"".join(blobs))
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": DIM,
+              "intermediate_size": FFN, "num_hidden_layers": LAYERS, "num_attention_heads": HEADS,
+              "num_key_value_heads": KV_HEADS, "vocab_size": model.vocab, "max_position_embeddings": seq,
+              "rope_theta": THETA, "rms_norm_eps": EPS, "hidden_act": "silu", "tie_word_embeddings": False,
+              "attention_bias": False, "mlp_bias": False, "torch_dtype": "float32"}
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(config, f, indent=1)
+
+
 def status_kib(field):  # VmHWM: peak RSS of this process; VmRSS: now
     for line in open("/proc/self/status"):
         if line.startswith(field + ":"):
@@ -242,7 +279,7 @@ def evaluate(model, val, windows, batch):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--mode", required=True, choices=["ddp", "fsdp", "hsdp", "diloco", "localsgd"])
+    ap.add_argument("--mode", choices=["ddp", "fsdp", "hsdp", "diloco", "localsgd"])
     ap.add_argument("--data", default="data/brown")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--batch", type=int, default=2)
@@ -265,8 +302,17 @@ def main():
     ap.add_argument("--port", type=int, default=29600)
     ap.add_argument("--lighthouse", default="", help="torchft lighthouse, http://HOST:PORT")
     ap.add_argument("--profile", default="", help="write a torch.profiler table of steps 3-5 to this file")
-    ap.add_argument("--out", required=True, help="prefix: writes PREFIX.rankN.json")
+    ap.add_argument("--out", help="prefix: writes PREFIX.rankN.json")
+    ap.add_argument("--save-init", default="",
+                    help="write the seeded initial model as a Hugging Face Llama directory and exit (one process; "
+                         "fedshard train --init-from DIR then starts from the same weights)")
     a = ap.parse_args()
+    if a.save_init:
+        torch.manual_seed(a.seed)
+        save_hf(Llama(Windows(a.data, "train", a.seq).vocab, a.seq, False, False), a.seq, a.save_init)
+        return
+    if not a.mode or not a.out:
+        ap.error("--mode and --out are required")
 
     rank, world = int(os.environ["OMPI_COMM_WORLD_RANK"]), int(os.environ["OMPI_COMM_WORLD_SIZE"])
     addrs = a.addrs.split(",") if a.addrs else ["127.0.0.1"] * world
