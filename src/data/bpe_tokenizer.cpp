@@ -1,35 +1,16 @@
 #include "data/bpe_tokenizer.h"
 
-#include <cerrno>
 #include <charconv>
-#include <cstring>
-#include <fstream>
-#include <iterator>
 #include <limits>
 
 #include "util/error.h"
+#include "util/fnv1a.h"
+#include "util/posix_file.h"
 
 namespace fedshard::data {
 namespace {
 
 constexpr uint32_t kNoRank = std::numeric_limits<uint32_t>::max();
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  FS_CHECK(in, "cannot open tiktoken ranks file ", path, ": ", std::strerror(errno));
-  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  FS_CHECK(!in.bad(), "cannot read tiktoken ranks file ", path);
-  return data;
-}
-
-uint64_t fnv1a64(std::string_view data) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : data) {
-    h ^= c;
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
 
 int base64_value(char c) {
   if (c >= 'A' && c <= 'Z') return c - 'A';
@@ -126,7 +107,7 @@ std::vector<std::string> llama3_special_names() {
 
 BpeTokenizer::BpeTokenizer(const std::string& path) : path_(path), special_names_(llama3_special_names()) {
   const std::string data = read_file(path);
-  fingerprint_ = fnv1a64(data);
+  fingerprint_ = fnv1a64(data.data(), data.size());
 
   std::vector<RankLine> entries = parse_ranks_file(path, data);
   const size_t n = entries.size();
