@@ -23,7 +23,8 @@ mkdir -p "$out"
 # The plans (megabytes of JSON each: every strategy's schedule) are made again on every run, not kept.
 plans=$(mktemp -d)
 trap 'rm -rf "$plans"' EXIT
-strategies=(--strategy fsdp --strategy hsdp:H=4 --strategy fl-fsdp:S=4 --strategy fl-hsdp:S=32,H=4)
+# fl-fsdp:S=256 prices the 2-group runs (G = 2 at W = 512), the best federated arm once tuned (docs/results.md §7.3).
+strategies=(--strategy fsdp --strategy hsdp:H=4 --strategy fl-fsdp:S=4 --strategy fl-fsdp:S=256 --strategy fl-hsdp:S=32,H=4)
 plan() { "$build/fedshard" plan --model llama3.1-8b --reduce-dtype bfloat16 "${strategies[@]}" --json "$@"; }
 plan --cluster leonardo --nodes 128 >"$plans/leonardo.json"
 plan --cluster leonardo --nodes 128 --baseline research >"$plans/leonardo-research.json"
