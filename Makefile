@@ -20,8 +20,11 @@ export FEDSHARD_BROWN_TARBALL
 # Debug information: -g1 (function names and line tables, enough for every backtrace and sanitizer report) costs a
 # third of -g's compile time; DEBUG_LEVEL=2 for a debugger's view of local variables.
 DEBUG_LEVEL ?= 1
+# fedshard_core compiles in unity batches of 8 sources (CMakeLists.txt); UNITY=OFF compiles them one by one, which
+# recompiles less after an edit of one source.
+UNITY ?= ON
 BUILD_TYPE = -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g$(DEBUG_LEVEL) -DNDEBUG" \
-             -DFEDSHARD_VENV=$(abspath $(VENV))
+             -DFEDSHARD_VENV=$(abspath $(VENV)) -DFEDSHARD_UNITY=$(UNITY)
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 FUZZ_SECONDS ?= 600

@@ -8,7 +8,7 @@ namespace fedshard::comm {
 
 namespace {
 
-void check_buffer(const at::Tensor& t) {
+void check_contiguous(const at::Tensor& t) {
   FS_ASSERT(t.defined() && t.is_contiguous(), "collective buffers must be contiguous tensors");
 }
 
@@ -79,8 +79,8 @@ WorkHandle MpiCommunicator::launch(Collective c, const at::Tensor& t, double ful
 }
 
 WorkHandle MpiCommunicator::all_gather(const at::Tensor& in, const at::Tensor& out, Traffic k) {
-  check_buffer(in);
-  check_buffer(out);
+  check_contiguous(in);
+  check_contiguous(out);
   FS_ASSERT(out.numel() == in.numel() * size() && in.scalar_type() == out.scalar_type(), "all_gather sizes");
   const Ring ring{comm_, rank(), size()};
   return launch(Collective::AllGather, out, static_cast<double>(out.nbytes()), k, [=] {
@@ -94,8 +94,8 @@ WorkHandle MpiCommunicator::all_gather(const at::Tensor& in, const at::Tensor& o
 }
 
 WorkHandle MpiCommunicator::reduce_scatter(const at::Tensor& in, const at::Tensor& out, ReduceOp op, Traffic k) {
-  check_buffer(in);
-  check_buffer(out);
+  check_contiguous(in);
+  check_contiguous(out);
   FS_ASSERT(in.numel() == out.numel() * size() && in.scalar_type() == out.scalar_type(), "reduce_scatter sizes");
   const Ring ring{comm_, rank(), size()};
   return launch(Collective::ReduceScatter, in, static_cast<double>(in.nbytes()), k, [=] {
@@ -108,7 +108,7 @@ WorkHandle MpiCommunicator::reduce_scatter(const at::Tensor& in, const at::Tenso
 }
 
 WorkHandle MpiCommunicator::all_reduce(const at::Tensor& inout, ReduceOp op, Traffic k) {
-  check_buffer(inout);
+  check_contiguous(inout);
   const Ring ring{comm_, rank(), size()};
   return launch(Collective::AllReduce, inout, static_cast<double>(inout.nbytes()), k, [=] {
     const auto io_h = to_host(inout);
@@ -120,8 +120,8 @@ WorkHandle MpiCommunicator::all_reduce(const at::Tensor& inout, ReduceOp op, Tra
 }
 
 WorkHandle MpiCommunicator::all_to_all(const at::Tensor& in, const at::Tensor& out, Traffic k) {
-  check_buffer(in);
-  check_buffer(out);
+  check_contiguous(in);
+  check_contiguous(out);
   FS_ASSERT(in.numel() == out.numel() && in.numel() % size() == 0 && in.scalar_type() == out.scalar_type(),
             "all_to_all sizes");
   const Ring ring{comm_, rank(), size()};
@@ -134,7 +134,7 @@ WorkHandle MpiCommunicator::all_to_all(const at::Tensor& in, const at::Tensor& o
 }
 
 WorkHandle MpiCommunicator::broadcast(const at::Tensor& inout, int root, Traffic k) {
-  check_buffer(inout);
+  check_contiguous(inout);
   const Ring ring{comm_, rank(), size()};
   return launch(Collective::Broadcast, inout, static_cast<double>(inout.nbytes()), k, [=] {
     const auto io_h = to_host(inout);

@@ -33,7 +33,7 @@ ncclDataType_t nccl_type(const at::Tensor& t) {
   }
 }
 
-void check_buffer(const at::Tensor& t) {
+void check_cuda_buffer(const at::Tensor& t) {
   FS_ASSERT(t.defined() && t.is_contiguous() && t.is_cuda(), "NCCL collective buffers must be contiguous CUDA tensors");
 }
 
@@ -174,8 +174,8 @@ WorkHandle NcclCommunicator::launch(Collective c, const std::vector<at::Tensor>&
 }
 
 WorkHandle NcclCommunicator::all_gather(const at::Tensor& in, const at::Tensor& out, Traffic k) {
-  check_buffer(in);
-  check_buffer(out);
+  check_cuda_buffer(in);
+  check_cuda_buffer(out);
   FS_ASSERT(out.numel() == in.numel() * size() && in.scalar_type() == out.scalar_type(), "all_gather sizes");
   return launch(Collective::AllGather, {in, out}, static_cast<double>(out.nbytes()), k, false, [&](cudaStream_t s) {
     return ncclAllGather(in.data_ptr(), out.data_ptr(), in.numel(), nccl_type(in), comm_, s);
@@ -183,8 +183,8 @@ WorkHandle NcclCommunicator::all_gather(const at::Tensor& in, const at::Tensor& 
 }
 
 WorkHandle NcclCommunicator::reduce_scatter(const at::Tensor& in, const at::Tensor& out, ReduceOp op, Traffic k) {
-  check_buffer(in);
-  check_buffer(out);
+  check_cuda_buffer(in);
+  check_cuda_buffer(out);
   FS_ASSERT(in.numel() == out.numel() * size() && in.scalar_type() == out.scalar_type(), "reduce_scatter sizes");
   return launch(Collective::ReduceScatter, {in, out}, static_cast<double>(in.nbytes()), k, false, [&](cudaStream_t s) {
     return ncclReduceScatter(in.data_ptr(), out.data_ptr(), out.numel(), nccl_type(in),
@@ -193,7 +193,7 @@ WorkHandle NcclCommunicator::reduce_scatter(const at::Tensor& in, const at::Tens
 }
 
 WorkHandle NcclCommunicator::all_reduce(const at::Tensor& inout, ReduceOp op, Traffic k) {
-  check_buffer(inout);
+  check_cuda_buffer(inout);
   return launch(Collective::AllReduce, {inout}, static_cast<double>(inout.nbytes()), k, false, [&](cudaStream_t s) {
     return ncclAllReduce(inout.data_ptr(), inout.data_ptr(), inout.numel(), nccl_type(inout),
                          op == ReduceOp::Mean ? ncclAvg : ncclSum, comm_, s);
@@ -201,8 +201,8 @@ WorkHandle NcclCommunicator::all_reduce(const at::Tensor& inout, ReduceOp op, Tr
 }
 
 WorkHandle NcclCommunicator::all_to_all(const at::Tensor& in, const at::Tensor& out, Traffic k) {
-  check_buffer(in);
-  check_buffer(out);
+  check_cuda_buffer(in);
+  check_cuda_buffer(out);
   FS_ASSERT(in.numel() == out.numel() && in.numel() % size() == 0 && in.scalar_type() == out.scalar_type(),
             "all_to_all sizes");
   return launch(Collective::AllToAll, {in, out}, static_cast<double>(in.nbytes()), k, false, [&](cudaStream_t s) {
@@ -220,7 +220,7 @@ WorkHandle NcclCommunicator::all_to_all(const at::Tensor& in, const at::Tensor& 
 }
 
 WorkHandle NcclCommunicator::broadcast(const at::Tensor& inout, int root, Traffic k) {
-  check_buffer(inout);
+  check_cuda_buffer(inout);
   return launch(Collective::Broadcast, {inout}, static_cast<double>(inout.nbytes()), k, false, [&](cudaStream_t s) {
     return ncclBroadcast(inout.data_ptr(), inout.data_ptr(), inout.numel(), nccl_type(inout), root, comm_, s);
   });

@@ -10,7 +10,7 @@ namespace {
 
 constexpr uint64_t kEmpty = std::numeric_limits<uint64_t>::max();  // no pair of two ids below 2^32 - 1
 constexpr uint32_t kNoMerge = std::numeric_limits<uint32_t>::max();
-constexpr size_t kNone = std::numeric_limits<size_t>::max();
+constexpr size_t kNoLink = std::numeric_limits<size_t>::max();
 // Longer pieces are rare and would make the cache's memory depend on the text.
 constexpr size_t kMaxCachedBytes = 64;
 constexpr size_t kMaxCachedPieces = size_t{1} << 16;
@@ -78,7 +78,7 @@ void BpeMerger::merge(std::string_view piece, const std::array<uint32_t, 256>& b
   for (size_t i = 0; i < n; ++i) {
     id_[i] = byte_id[static_cast<unsigned char>(piece[i])];
     next_[i] = i + 1;
-    prev_[i] = i == 0 ? kNone : i - 1;
+    prev_[i] = i == 0 ? kNoLink : i - 1;
   }
   const auto greater = [](const Candidate& a, const Candidate& b) {
     return a.priority != b.priority ? a.priority > b.priority : a.start > b.start;
@@ -102,7 +102,7 @@ void BpeMerger::merge(std::string_view piece, const std::array<uint32_t, 256>& b
     if (next_[j] < n) prev_[next_[j]] = i;
     pair_priority_[j] = kNoMerge;
     push(i);
-    if (prev_[i] != kNone) push(prev_[i]);
+    if (prev_[i] != kNoLink) push(prev_[i]);
   }
   for (size_t i = 0; i < n; i = next_[i]) out.push_back(id_[i]);
 }

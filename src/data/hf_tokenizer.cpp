@@ -12,7 +12,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
+constexpr uint32_t kNoId = std::numeric_limits<uint32_t>::max();
 
 // GPT-2's pattern, which the ByteLevel pre-tokenizer applies itself when its use_regex is true.
 constexpr std::string_view kGpt2Pattern =
@@ -23,9 +23,9 @@ constexpr const char* kBosNames[] = {"<|begin_of_text|>", "<s>", "<|endoftext|>"
 constexpr const char* kEosNames[] = {"<|end_of_text|>", "</s>", "<|endoftext|>"};
 
 // GPT-2's bytes_to_unicode: byte-level BPE writes every byte as one printable code point (printable Latin-1
-// bytes as themselves, the others as U+0100 onwards, in byte order). Inverse: code point -> byte, or kNone.
+// bytes as themselves, the others as U+0100 onwards, in byte order). Inverse: code point -> byte, or kNoId.
 std::vector<uint32_t> byte_of_code_point() {
-  std::vector<uint32_t> byte_of(512, kNone);
+  std::vector<uint32_t> byte_of(512, kNoId);
   uint32_t next = 256;
   for (uint32_t b = 0; b < 256; ++b) {
     const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
@@ -34,9 +34,9 @@ std::vector<uint32_t> byte_of_code_point() {
   return byte_of;
 }
 
-class Reader {
+class TokenizerJson {
  public:
-  explicit Reader(std::string path) : path_(std::move(path)) {}
+  explicit TokenizerJson(std::string path) : path_(std::move(path)) {}
 
   [[noreturn]] void fail(const std::string& key, const std::string& what) const {
     throw Error(cat(path_, ": ", key, ": ", what));
@@ -57,7 +57,7 @@ class Reader {
     return v.get<std::string>();
   }
   uint32_t id_at(const json& v, const std::string& key) const {
-    if (!v.is_number_unsigned() || v.get<uint64_t>() >= kNone) fail(key, "expected a token id, got " + v.dump());
+    if (!v.is_number_unsigned() || v.get<uint64_t>() >= kNoId) fail(key, "expected a token id, got " + v.dump());
     return v.get<uint32_t>();
   }
   static std::string join(const std::string& parent, const char* key) {
@@ -83,7 +83,7 @@ bool byte_level_to_bytes(const std::string& s, const std::vector<uint32_t>& byte
     } else {
       return false;  // byte-level code points are all below U+0800: one or two UTF-8 bytes
     }
-    if (cp >= byte_of.size() || byte_of[cp] == kNone) return false;
+    if (cp >= byte_of.size() || byte_of[cp] == kNoId) return false;
     out.push_back(static_cast<char>(byte_of[cp]));
     i += len;
   }
@@ -92,7 +92,7 @@ bool byte_level_to_bytes(const std::string& s, const std::vector<uint32_t>& byte
 
 // The pre-tokenizer's regex: a ByteLevel that splits with GPT-2's pattern, or a Split by a regex followed by a
 // ByteLevel that only maps bytes (Llama 3, Qwen2).
-std::string pretokenizer_pattern(const Reader& r, const json& root) {
+std::string pretokenizer_pattern(const TokenizerJson& r, const json& root) {
   const json& pre = r.at(root, "", "pre_tokenizer");
   const auto byte_level = [&](const json& p, const std::string& key, bool use_regex) {
     r.must_be(p, key, "add_prefix_space", false, "fedshard does not insert a space before each document");
@@ -140,7 +140,7 @@ HfTokenizer::HfTokenizer(const std::string& path) : path_(path) {
   } catch (const json::exception& e) {
     throw Error(cat(path, ": not valid JSON: ", e.what()));
   }
-  const Reader r(path);
+  const TokenizerJson r(path);
   FS_CHECK(root.is_object(), path, ": expected a JSON object (a Hugging Face tokenizer.json)");
   r.must_be(root, "", "normalizer", nullptr, "fedshard reads text as it is");
   r.must_be(root, "", "truncation", nullptr, "fedshard does not cut documents");
@@ -201,7 +201,7 @@ HfTokenizer::HfTokenizer(const std::string& path) : path_(path) {
 
   const json& merges = r.at(model, "model", "merges");
   if (!merges.is_array()) r.fail("model.merges", "expected an array");
-  FS_CHECK(merges.size() < kNone, path, ": model.merges: too many merges");
+  FS_CHECK(merges.size() < kNoId, path, ": model.merges: too many merges");
   std::string left, right;
   for (uint32_t rank = 0; rank < merges.size(); ++rank) {
     const json& m = merges[rank];
@@ -234,7 +234,7 @@ HfTokenizer::HfTokenizer(const std::string& path) : path_(path) {
 
   const json& added = root.contains("added_tokens") ? root["added_tokens"] : json::array();
   if (!added.is_array()) r.fail("added_tokens", "expected an array");
-  bos_ = eos_ = kNone;
+  bos_ = eos_ = kNoId;
   size_t bos_rank = std::size(kBosNames), eos_rank = std::size(kEosNames);
   for (size_t i = 0; i < added.size(); ++i) {
     const std::string key = cat("added_tokens[", i, "]");
@@ -249,10 +249,10 @@ HfTokenizer::HfTokenizer(const std::string& path) : path_(path) {
     for (size_t k = 0; k < std::size(kEosNames); ++k)
       if (content == kEosNames[k] && k < eos_rank) eos_ = id, eos_rank = k;
   }
-  if (eos_ == kNone) {
+  if (eos_ == kNoId) {
     r.fail("added_tokens", "no end-of-document special token (<|end_of_text|>, </s> or <|endoftext|>)");
   }
-  if (bos_ == kNone) bos_ = eos_;  // GPT-2 and Qwen2 start a document after the end of the last one
+  if (bos_ == kNoId) bos_ = eos_;  // GPT-2 and Qwen2 start a document after the end of the last one
 
   pretokenizer_ = std::make_unique<Pretokenizer>(pretokenizer_pattern(r, root), path + ": pre_tokenizer's regex");
 }

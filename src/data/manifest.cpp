@@ -16,44 +16,44 @@ namespace fedshard::data {
 namespace {
 
 namespace fs = std::filesystem;
-using Json = nlohmann::ordered_json;
+using OrderedJson = nlohmann::ordered_json;
 
 constexpr const char* kSplits[] = {"train", "val"};
 
 // Typed field access with errors that name the file and the field's path ("shards[3].tokens").
-class Reader {
+class ManifestJson {
  public:
-  explicit Reader(std::string file) : file_(std::move(file)) {}
+  explicit ManifestJson(std::string file) : file_(std::move(file)) {}
 
   [[noreturn]] void fail(const std::string& what) const { throw Error(cat(file_, ": ", what)); }
 
-  const Json& field(const Json& obj, const std::string& at, const char* key) const {
+  const OrderedJson& field(const OrderedJson& obj, const std::string& at, const char* key) const {
     if (!obj.is_object()) fail(cat("\"", at, "\" must be an object"));
     const auto it = obj.find(key);
     if (it == obj.end()) fail(cat("missing field \"", join(at, key), "\""));
     return *it;
   }
 
-  std::string string(const Json& obj, const std::string& at, const char* key) const {
-    const Json& v = field(obj, at, key);
+  std::string string(const OrderedJson& obj, const std::string& at, const char* key) const {
+    const OrderedJson& v = field(obj, at, key);
     if (!v.is_string()) fail(cat("field \"", join(at, key), "\" must be a string"));
     return v.get<std::string>();
   }
 
-  uint64_t unsigned_int(const Json& obj, const std::string& at, const char* key, uint64_t max) const {
-    const Json& v = field(obj, at, key);
+  uint64_t unsigned_int(const OrderedJson& obj, const std::string& at, const char* key, uint64_t max) const {
+    const OrderedJson& v = field(obj, at, key);
     if (!v.is_number_unsigned() || v.get<uint64_t>() > max)
       fail(cat("field \"", join(at, key), "\" must be an integer in [0, ", max, "]"));
     return v.get<uint64_t>();
   }
 
-  double number(const Json& obj, const std::string& at, const char* key) const {
-    const Json& v = field(obj, at, key);
+  double number(const OrderedJson& obj, const std::string& at, const char* key) const {
+    const OrderedJson& v = field(obj, at, key);
     if (!v.is_number()) fail(cat("field \"", join(at, key), "\" must be a number"));
     return v.get<double>();
   }
 
-  uint64_t hex(const Json& obj, const std::string& at, const char* key) const {
+  uint64_t hex(const OrderedJson& obj, const std::string& at, const char* key) const {
     const auto v = parse_hex64(string(obj, at, key));
     if (!v) fail(cat("field \"", join(at, key), "\" must be 16 hex digits"));
     return *v;
@@ -68,7 +68,7 @@ class Reader {
 constexpr auto kMaxU32 = std::numeric_limits<uint32_t>::max();
 constexpr auto kMaxI64 = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
 
-TokenizerKind parse_kind(const Reader& r, const std::string& name) {
+TokenizerKind parse_kind(const ManifestJson& r, const std::string& name) {
   for (auto kind : {TokenizerKind::Bytes, TokenizerKind::Tiktoken, TokenizerKind::HuggingFace, TokenizerKind::SentencePiece})
     if (tokenizer_kind_name(kind) == name) return kind;
   r.fail(cat("unknown tokenizer kind \"", name, "\""));
@@ -93,7 +93,7 @@ SplitTotals Manifest::totals(const std::string& split) const {
 }
 
 void Manifest::save(const std::string& dir) const {
-  Json j;
+  OrderedJson j;
   j["format"] = kFormat;
   j["version"] = kVersion;
   j["tokenizer"] = {{"spec", tokenizer.spec},
@@ -105,7 +105,7 @@ void Manifest::save(const std::string& dir) const {
   j["seed"] = seed;
   j["val_fraction"] = val_fraction;
   j["sources"] = sources;
-  j["shards"] = Json::array();
+  j["shards"] = OrderedJson::array();
   for (const auto& s : shards) {
     j["shards"].push_back({{"file", s.file},
                            {"split", s.split},
@@ -118,7 +118,7 @@ void Manifest::save(const std::string& dir) const {
     const SplitTotals t = totals(split);
     j["totals"][split] = {{"shards", t.shards}, {"documents", t.documents}, {"tokens", t.tokens}};
   }
-  j["baseline"]["unigram_val_ppl"] = unigram_val_ppl ? Json(*unigram_val_ppl) : Json(nullptr);
+  j["baseline"]["unigram_val_ppl"] = unigram_val_ppl ? OrderedJson(*unigram_val_ppl) : OrderedJson(nullptr);
   write_file_atomically((fs::path(dir) / kFileName).string(), j.dump(2) + "\n");
 }
 
@@ -126,11 +126,11 @@ Manifest Manifest::load(const std::string& dir) {
   const std::string file = (fs::path(dir) / kFileName).string();
   std::error_code ec;
   FS_CHECK(fs::is_regular_file(file, ec), "no ", kFileName, " in ", dir, " (run fedshard prepare first)");
-  const Reader r(file);
-  Json j;
+  const ManifestJson r(file);
+  OrderedJson j;
   try {
-    j = Json::parse(read_file(file));
-  } catch (const Json::exception& e) {  // a syntax error, or a number no double holds (out_of_range)
+    j = OrderedJson::parse(read_file(file));
+  } catch (const OrderedJson::exception& e) {  // a syntax error, or a number no double holds (out_of_range)
     r.fail(cat("not valid JSON: ", e.what()));
   }
 
@@ -140,7 +140,7 @@ Manifest Manifest::load(const std::string& dir) {
   if (version != kVersion) r.fail(cat("manifest version ", version, ", this build reads version ", kVersion));
 
   Manifest m;
-  const Json& tok = r.field(j, "", "tokenizer");
+  const OrderedJson& tok = r.field(j, "", "tokenizer");
   m.tokenizer.spec = r.string(tok, "tokenizer", "spec");
   m.tokenizer.kind = parse_kind(r, r.string(tok, "tokenizer", "kind"));
   m.tokenizer.vocab_size = static_cast<uint32_t>(r.unsigned_int(tok, "tokenizer", "vocab_size", kMaxU32));
@@ -155,7 +155,7 @@ Manifest Manifest::load(const std::string& dir) {
   m.val_fraction = r.number(j, "", "val_fraction");
   if (!(m.val_fraction >= 0 && m.val_fraction < 1)) r.fail(cat("val_fraction ", m.val_fraction, " not in [0, 1)"));
 
-  const Json& sources = r.field(j, "", "sources");
+  const OrderedJson& sources = r.field(j, "", "sources");
   if (!sources.is_array()) r.fail("field \"sources\" must be an array");
   for (size_t i = 0; i < sources.size(); ++i) {
     if (!sources[i].is_string() || sources[i].get<std::string>().empty())
@@ -164,7 +164,7 @@ Manifest Manifest::load(const std::string& dir) {
     if (i > 0 && !(m.sources[i - 1] < m.sources[i])) r.fail("sources must be sorted and unique");
   }
 
-  const Json& shards = r.field(j, "", "shards");
+  const OrderedJson& shards = r.field(j, "", "shards");
   if (!shards.is_array()) r.fail("field \"shards\" must be an array");
   std::set<std::string> files;
   for (size_t i = 0; i < shards.size(); ++i) {
@@ -185,10 +185,10 @@ Manifest Manifest::load(const std::string& dir) {
   }
 
   // Totals are redundant (for people reading the file); disagreement means the file was edited or damaged.
-  const Json& totals = r.field(j, "", "totals");
+  const OrderedJson& totals = r.field(j, "", "totals");
   for (const char* split : kSplits) {
     const std::string at = cat("totals.", split);
-    const Json& t = r.field(totals, "totals", split);
+    const OrderedJson& t = r.field(totals, "totals", split);
     const SplitTotals sum = m.totals(split);
     const std::pair<const char*, int64_t> fields[] = {
         {"shards", sum.shards}, {"documents", sum.documents}, {"tokens", sum.tokens}};
@@ -199,7 +199,7 @@ Manifest Manifest::load(const std::string& dir) {
     }
   }
 
-  const Json& baseline = r.field(j, "", "baseline");
+  const OrderedJson& baseline = r.field(j, "", "baseline");
   if (!r.field(baseline, "baseline", "unigram_val_ppl").is_null())
     m.unigram_val_ppl = r.number(baseline, "baseline", "unigram_val_ppl");
   return m;

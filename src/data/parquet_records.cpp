@@ -6,7 +6,7 @@
 namespace fedshard::data {
 namespace {
 
-namespace proto = parquet_protocol;
+namespace pq_proto = parquet_protocol;
 
 std::vector<std::string> helper_args(const std::string& path, const std::string& text, const std::string& source) {
   FS_CHECK(ParquetRecords::available(), path, ": Parquet input needs the helper fedshard-parquet, which the build ",
@@ -28,17 +28,17 @@ ParquetRecords::ParquetRecords(const std::string& path, const std::string& text_
 bool ParquetRecords::next(JsonlRecord& out) {
   const char* doing = "reading it";
   const auto kind = helper_.recv_value<uint32_t>(doing);
-  if (kind == proto::kEnd) return false;
+  if (kind == pq_proto::kEnd) return false;
   auto read_string = [&](std::string& s) {
     s.resize(helper_.recv_value<uint32_t>(doing));
     helper_.recv(s.data(), s.size(), doing);
   };
-  if (kind == proto::kFailed) {
+  if (kind == pq_proto::kFailed) {
     std::string message;
     read_string(message);
     throw Error(cat(path_, ": ", message));
   }
-  FS_CHECK(kind == proto::kRecord, path_, ": the Parquet reader sent ", kind, ", not a record");
+  FS_CHECK(kind == pq_proto::kRecord, path_, ": the Parquet reader sent ", kind, ", not a record");
   read_string(out.text);
   read_string(out.source);
   ++row_;

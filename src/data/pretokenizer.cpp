@@ -133,3 +133,5 @@ std::vector<std::string_view> Pretokenizer::split(std::string_view text) const {
 }
 
 }  // namespace fedshard::data
+
+#undef PCRE2_CODE_UNIT_WIDTH  // one source of a unity batch; see tests/unity_names.py

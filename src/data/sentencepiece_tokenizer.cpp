@@ -11,7 +11,7 @@
 namespace fedshard::data {
 namespace {
 
-namespace proto = sentencepiece_protocol;
+namespace sp_proto = sentencepiece_protocol;
 
 uint64_t fingerprint_of(const std::string& path) {
   const std::string data = read_file(path);  // also: a missing file is named before a helper starts
@@ -44,7 +44,7 @@ SentencePieceTokenizer::SentencePieceTokenizer(const std::string& path)
       fingerprint_(fingerprint_of(path)),
       helper_("fedshard-sentencepiece", {path}, "libsentencepiece", path) {
   const char* doing = "loading it";
-  if (helper_.recv_value<uint32_t>(doing) != proto::kOk) {
+  if (helper_.recv_value<uint32_t>(doing) != sp_proto::kOk) {
     std::string message(helper_.recv_value<uint32_t>(doing), '\0');
     helper_.recv(message.data(), message.size(), doing);
     throw Error(cat(path, ": not a SentencePiece model the library can load (", message, ")"));
@@ -60,7 +60,7 @@ SentencePieceTokenizer::SentencePieceTokenizer(const std::string& path)
 
 std::string SentencePieceTokenizer::exchange(uint8_t op, std::string_view payload, size_t item_bytes) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  const char* doing = op == proto::kEncode ? "encoding" : "decoding";
+  const char* doing = op == sp_proto::kEncode ? "encoding" : "decoding";
   const auto count = static_cast<uint32_t>(payload.size() / item_bytes);
   FS_CHECK(payload.size() / item_bytes == count, path_, ": ", doing, " ", payload.size(),
            " bytes at once is over the 4 GiB the helper takes");
@@ -69,14 +69,14 @@ std::string SentencePieceTokenizer::exchange(uint8_t op, std::string_view payloa
   helper_.send(payload.data(), payload.size(), doing);
   const auto status = helper_.recv_value<uint32_t>(doing);
   const auto n = helper_.recv_value<uint32_t>(doing);
-  std::string reply(status == proto::kOk && op == proto::kEncode ? size_t{n} * sizeof(uint32_t) : size_t{n}, '\0');
+  std::string reply(status == sp_proto::kOk && op == sp_proto::kEncode ? size_t{n} * sizeof(uint32_t) : size_t{n}, '\0');
   helper_.recv(reply.data(), reply.size(), doing);
-  FS_CHECK(status == proto::kOk, path_, ": libsentencepiece failed ", doing, ": ", reply);
+  FS_CHECK(status == sp_proto::kOk, path_, ": libsentencepiece failed ", doing, ": ", reply);
   return reply;
 }
 
 std::vector<uint32_t> SentencePieceTokenizer::encode(std::string_view text) const {
-  const std::string reply = exchange(proto::kEncode, text, 1);
+  const std::string reply = exchange(sp_proto::kEncode, text, 1);
   std::vector<uint32_t> ids(reply.size() / sizeof(uint32_t));
   if (!ids.empty()) std::memcpy(ids.data(), reply.data(), reply.size());
   return ids;
@@ -84,7 +84,7 @@ std::vector<uint32_t> SentencePieceTokenizer::encode(std::string_view text) cons
 
 std::string SentencePieceTokenizer::decode(const std::vector<uint32_t>& ids) const {
   for (uint32_t id : ids) FS_CHECK(id < vocab_size_, "token id ", id, " is outside ", path_, "'s ", vocab_size_, " pieces");
-  return exchange(proto::kDecode,
+  return exchange(sp_proto::kDecode,
                   std::string_view(reinterpret_cast<const char*>(ids.data()), ids.size() * sizeof(uint32_t)),
                   sizeof(uint32_t));
 }

@@ -79,3 +79,5 @@ void AdamW::fused_step(double lr) {
 }
 
 }  // namespace fedshard::optim
+
+#undef FEDSHARD_HAS_FUSED_ADAMW  // one source of a unity batch; see tests/unity_names.py

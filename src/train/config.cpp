@@ -162,7 +162,7 @@ const std::vector<Binding>& bindings() {
   return b;
 }
 
-const Binding& find(const std::string& key, const std::string& where) {
+const Binding& binding(const std::string& key, const std::string& where) {
   for (const auto& b : bindings())
     if (b.key == key) return b;
   throw Error(cat(where, ": unknown configuration key '", key, "' (fedshard train --help lists them)"));
@@ -266,11 +266,11 @@ TrainConfig load_config(const std::string& path, const Overrides& overrides) {
       FS_CHECK(table != nullptr, path, ": '", s, "' must be a [section]");
       for (auto&& [key, value] : *table) {
         const std::string full = s + "." + std::string(key.str());
-        find(full, path).from_toml(c, value, path);
+        binding(full, path).from_toml(c, value, path);
       }
     }
   }
-  for (const auto& o : overrides) find(o.key, o.origin).from_string(c, o.value, o.origin);
+  for (const auto& o : overrides) binding(o.key, o.origin).from_string(c, o.value, o.origin);
   validate(c);
   return c;
 }

@@ -63,7 +63,7 @@ const std::vector<Fault>& plan() {
 }
 
 // The fault planned for (action, rank, step), if any.
-const Fault* find(const std::string& action, int rank, int64_t step) {
+const Fault* find_fault(const std::string& action, int rank, int64_t step) {
   for (const auto& f : plan())
     if (f.action == action && f.rank == rank && f.step == step) return &f;
   return nullptr;
@@ -90,8 +90,8 @@ void maybe_inject_fault(FaultPoint point, int rank, int64_t step, const std::fun
   }
 }
 
-bool inject_nan(int rank, int64_t step) { return find("nan", rank, step) != nullptr; }
+bool inject_nan(int rank, int64_t step) { return find_fault("nan", rank, step) != nullptr; }
 
-bool inject_inf(int rank, int64_t step) { return find("inf", rank, step) != nullptr; }
+bool inject_inf(int rank, int64_t step) { return find_fault("inf", rank, step) != nullptr; }
 
 }  // namespace fedshard::train

@@ -12,7 +12,7 @@ namespace {
 
 using Op = Cond::Op;
 
-bool one_of(const std::string& v, const std::vector<std::string>& options) {
+bool is_listed(const std::string& v, const std::vector<std::string>& options) {
   return std::find(options.begin(), options.end(), v) != options.end();
 }
 
@@ -42,8 +42,8 @@ bool Cond::holds(const TrainConfig& cfg) const {
   switch (op) {
     case Op::Is: return v == values.front();
     case Op::IsNot: return v != values.front();
-    case Op::In: return one_of(v, values);
-    case Op::NotIn: return !one_of(v, values);
+    case Op::In: return is_listed(v, values);
+    case Op::NotIn: return !is_listed(v, values);
     case Op::StartsWith: return v.rfind(values.front(), 0) == 0;
     case Op::NotStartsWith: return v.rfind(values.front(), 0) != 0;
   }
