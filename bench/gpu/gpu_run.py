@@ -50,7 +50,11 @@ def refused(a, name, ranks, extra):
     run_dir = os.path.join(a.out, name)
     ranks_dir = run_dir + ".ranks"
     shutil.rmtree(ranks_dir, ignore_errors=True)
-    cmd = MPIRUN + ["-np", str(ranks), "--output-filename", ranks_dir + ":nocopy", a.bin, "train", "--config",
+    os.makedirs(ranks_dir)
+    # Each rank's stderr into a file of its own, named by the rank Open MPI 4 and 5 both export (their
+    # --output-filename layouts differ, and the GPU machine may run either).
+    per_rank = f'exec "$0" "$@" 2>"{ranks_dir}/rank.$OMPI_COMM_WORLD_RANK.stderr"'
+    cmd = MPIRUN + ["-np", str(ranks), "sh", "-c", per_rank, a.bin, "train", "--config",
                     "configs/demo.toml", "--data", a.data, "--steps", "2", "--out", run_dir] + list(extra)
     try:
         rc = subprocess.call(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
@@ -58,11 +62,9 @@ def refused(a, name, ranks, extra):
         subprocess.call(["pkill", "-9", "-f", run_dir])
         return 124, ["timed out"]
     errors = []
-    for root, _, files in os.walk(ranks_dir):
-        for f in files:
-            if f == "stderr":
-                with open(os.path.join(root, f)) as fh:
-                    errors += [l.strip() for l in fh if "fedshard: error" in l]
+    for f in sorted(os.listdir(ranks_dir)):
+        with open(os.path.join(ranks_dir, f)) as fh:
+            errors += [l.strip() for l in fh if "fedshard: error" in l]
     return rc, errors
 
 
