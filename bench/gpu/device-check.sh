@@ -12,6 +12,7 @@
 #   PYTHON   the python3 whose torch to build against (default python3: /opt/torch/.venv/bin/python3 there)
 #   BIN      an already built fedshard to use instead of the build's
 #   SHAPES   benchmark shapes (default 1b,8b4)
+#   PEERS    the PyTorch peers the benchmark runs (default eager,compile)
 #   WORK     where the runs go (default /tmp/fedshard-gpu)
 set -uo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -111,7 +112,7 @@ for p in $phases; do
     data) phase data prepare_data || status=1 ;;
     checks) phase checks "$python" -u bench/gpu/gpu_run.py checks --bin "$bin" --data "$data" --out "$work/checks" --device "$device" || status=1
             cp "$work/checks/checks.json" "$out/" 2>/dev/null ;;
-    bench) phase bench "$python" -u bench/gpu/gpu_run.py bench --bin "$bin" --data "$data" --out "$work/bench" --device "$device" --shapes "${SHAPES:-1b,8b4}" || status=1
+    bench) phase bench "$python" -u bench/gpu/gpu_run.py bench --bin "$bin" --data "$data" --out "$work/bench" --device "$device" --shapes "${SHAPES:-1b,8b4}" --peers "${PEERS:-eager,compile}" || status=1
            cp "$work/bench/bench.json" "$work/bench/profiles.txt" "$out/" 2>/dev/null ;;
     *) echo "unknown phase $p"; status=1 ;;
   esac

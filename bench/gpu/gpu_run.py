@@ -3,8 +3,8 @@
   gpu_run.py checks --bin B --data D --out DIR [--device cuda|cpu]
       correctness: CUDA vs CPU (float32, 20 steps); fsdp/hsdp vs ddp on 2 and 4 ranks sharing the GPU
       (host-staged MPI); fsdp's peak GPU memory per rank below ddp's on 2 ranks; fl-fsdp S=2 K=4: aggregation
-      steps and bytes per tier vs `fedshard plan`; NCCL with one rank (60 steps of handles dropped before their
-      collectives end); defer_host_sync and pin_memory change no loss; NCCL refusals in one line (two ranks on
+      steps and bytes per tier vs `fedshard plan`; NCCL with one rank (against the host-staged run, then 60
+      steps of handles dropped before their collectives end); defer_host_sync and pin_memory change no loss; NCCL refusals in one line (two ranks on
       one GPU, federation.overlap). --device cpu runs every comparison on the CPU: a dry run without a GPU.
   gpu_run.py bench --bin B --data D --out DIR [--device cuda|cpu] [--shapes 1b,8b4]
       speed: fedshard and the PyTorch peer (eager, torch.compile) on the same shapes, bf16 compute; then two
@@ -139,13 +139,18 @@ def checks(a):
                 worst = max(worst, abs(s["bytes"][tier] - want))
         record("fl-fsdp bytes per tier equal fedshard plan's", worst < 1e-3, f"max |measured - plan| {worst:.3g} B")
         if a.device == "cuda":
-            # Every collective's handle is dropped by the trainer right after its wait(), before the collective
-            # ends: the NCCL completion callback then drops the last reference (its event must go back to the
-            # CommStream's pool, not to cudaEventDestroy inside a host function). 60 steps of it.
-            nccl = losses(train(a, "nccl-np1", 1, dev + ["--set", "parallel.backend=nccl", "--strategy", "fsdp"], steps=60))
-            d = rel_diff(nccl[:20], one)
-            record("nccl world of one: fsdp trains 60 steps and matches", d <= 1e-4 and nccl[-1] < nccl[0],
+            # NCCL in a world of one against the host-staged run of the same 20 steps (the lr schedule depends on
+            # the run's length). Then 60 steps in which every collective's handle is dropped by the trainer right
+            # after its wait(), before the collective ends: the NCCL completion callback drops the last reference
+            # (its event must go back to the CommStream's pool, not to cudaEventDestroy inside a host function).
+            nccl_flags = dev + ["--set", "parallel.backend=nccl", "--strategy", "fsdp"]
+            nccl = losses(train(a, "nccl-np1", 1, nccl_flags))
+            d = rel_diff(nccl, one)
+            record("nccl world of one: fsdp matches the host-staged run", len(nccl) == 20 and d <= 1e-4,
                    f"max rel diff {d:.2e} over 20 steps")
+            long = losses(train(a, "nccl-np1-60", 1, nccl_flags, steps=60))
+            record("nccl world of one: 60 steps with every handle dropped early", len(long) == 60
+                   and all(x == x for x in long) and long[-1] < long[0], f"loss {long[0]:.4f} -> {long[-1]:.4f}")
             # The speed switches move a host sync and a copy, not arithmetic: identical losses on the GPU.
             plain = losses(train(a, "switches-off", 1, mpi + ["--set", "train.defer_host_sync=false",
                                                                "--set", "data.pin_memory=false"]))
@@ -209,7 +214,7 @@ def bench(a):
             rows.append({"shape": shape, "impl": "fedshard", "error": str(e)})
         table = os.path.join(run_dir, "profile", "rank0.txt")
         profiles.append(f"## fedshard {shape}\n" + (open(table).read() if os.path.exists(table) else "# no profile table\n"))
-        for compiled in (False, True):
+        for compiled in [c for c in (False, True) if ("compile" if c else "eager") in a.peers.split(",")]:
             log = os.path.join(a.out, f"peer-{shape}-{'compile' if compiled else 'eager'}.log")
             cmd = [sys.executable, os.path.join(HERE, "torch_peer.py"), "--shape", peer_shape, "--batch", str(batch),
                    "--seq", str(seq), "--device", a.device] + (
@@ -255,6 +260,7 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     ap.add_argument("--shapes", default="1b,8b4")
+    ap.add_argument("--peers", default="eager,compile", help="which PyTorch peers the benchmark runs")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     ok = checks(a) if a.what == "checks" else bench(a)

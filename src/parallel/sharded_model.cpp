@@ -88,8 +88,11 @@ void ShardedModel::wait_grads() {
 
 at::Tensor ShardedModel::clip_grad_norm(double max_norm) {
   at::NoGradGuard no_grad;
+  // Each unit's norm in its gradient's dtype (one reduction, as torch.nn.utils.clip_grad_norm_ does), their
+  // squares summed in float64. Casting whole gradients to float64 first cost a tenth of a step on the H200
+  // (docs/perf.md); float64 runs, which the numerics contract is about, are unchanged.
   auto sq = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(opts_.device));
-  for (auto& u : units_) sq += u->flat().grad().to(at::kDouble).pow(2).sum();
+  for (auto& u : units_) sq += at::linalg_vector_norm(u->flat().grad(), 2).to(at::kDouble).square();
   shard_.all_reduce(sq, comm::ReduceOp::Sum, comm::Traffic::Control)->wait();
   auto norm = sq.sqrt();
   // torch.nn.utils.clip_grad_norm_'s rule, so runs compare with PyTorch trainers; the coefficient stays on the
