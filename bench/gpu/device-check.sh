@@ -55,7 +55,7 @@ probe() {
   grep PRETTY_NAME /etc/os-release; ldd --version | head -n 1
   nvcc --version | tail -n 2 | head -n 1
   "$python" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0))'
-  echo "mpicc: $(command -v mpicc || echo none) mpirun: $(command -v mpirun || echo none); cores $(nproc)"
+  echo "mpicc: $(command -v mpicc || echo none) ($(mpirun --version 2>/dev/null | head -n 1)); cores $(nproc)"
 }
 
 unpack_deps() {

@@ -4,8 +4,8 @@
       correctness: CUDA vs CPU (float32, 20 steps); fsdp/hsdp vs ddp on 2 and 4 ranks sharing the GPU
       (host-staged MPI); fsdp's peak GPU memory per rank below ddp's on 2 ranks; fl-fsdp S=2 K=4: aggregation
       steps and bytes per tier vs `fedshard plan`; NCCL with one rank (against the host-staged run, then 60
-      steps of handles dropped before their collectives end); defer_host_sync and pin_memory change no loss; NCCL refusals in one line (two ranks on
-      one GPU, federation.overlap). --device cpu runs every comparison on the CPU: a dry run without a GPU.
+      steps of handles dropped before their collectives end); defer_host_sync and pin_memory change no loss;
+      NCCL refusals in one line (two ranks on one GPU, federation.overlap). --device cpu runs every comparison on the CPU: a dry run without a GPU.
   gpu_run.py bench --bin B --data D --out DIR [--device cuda|cpu] [--shapes 1b,8b4]
       speed: fedshard and the PyTorch peer (eager, torch.compile) on the same shapes, bf16 compute; then two
       more steps of fedshard (train.profile_steps) and of the compiled peer (torch.profiler) under the
