@@ -51,11 +51,12 @@ build: setup
 	@cmake -S . -B $(BUILD) $(BUILD_TYPE) >/dev/null
 	@cmake --build $(BUILD) -j$(JOBS)
 
-# The CUDA variant: LibTorch from the venv's torch, the machine's nvcc and NCCL. Compiles and links here; runs
-# its CUDA paths only where a GPU is (bench/gpu/device-check.sh).
+# The CUDA variant: LibTorch from the venv's torch, the venv's Open MPI 5 (ULFM), the machine's nvcc and NCCL.
+# Compiles and links here; runs its CUDA paths only where a GPU is (bench/gpu/device-check.sh).
 build-cuda: setup
 	@bash scripts/setup-venv.sh $(VENV)
 	@cmake -S . -B $(CUDA_BUILD) $(BUILD_TYPE) -DFEDSHARD_CUDA=ON \
+	  -DMPI_C_COMPILER=$(abspath $(VENV))/bin/mpicc -DMPIEXEC_EXECUTABLE=$(abspath $(VENV))/bin/mpirun \
 	  -DCMAKE_PREFIX_PATH="$$($(VENV)/bin/python3 -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')" >/dev/null
 	@cmake --build $(CUDA_BUILD) -j$(JOBS)
 

@@ -89,11 +89,11 @@ refused() {  # WHAT NP PATTERN ARGS...
   local what=$1 np=$2 pattern=$3
   shift 3
   rm -rf "$tmp/refused.ranks"
-  # Each rank's output from its own file (mpirun --output-filename): no other process writes into its lines.
-  timeout 60 "${mpi[@]}" -np "$np" --output-filename "$tmp/refused.ranks:nocopy" "$bin" train --model tiny \
+  # Each rank's output from its own file: no other process writes into its lines.
+  timeout 60 "${mpi[@]}" -np "$np" $(rank_files "$tmp/refused.ranks") "$bin" train --model tiny \
     --data "$tmp/corpus" --seq-len 32 --steps 4 --threads 1 --out "$tmp/refused" "$@" >/dev/null 2>&1
   local rc=$? lines
-  cat "$tmp/refused.ranks"/1/rank.*/stderr >"$tmp/refused.err" 2>/dev/null
+  rank_stderr "$tmp/refused.ranks" >"$tmp/refused.err"
   lines=$(grep -c "fedshard: error" "$tmp/refused.err")
   [ "$rc" -eq 2 ] && [ "$lines" -eq 1 ] && grep -q -- "$pattern" "$tmp/refused.err" && ok "$what" \
     || { fail "$what (exit $rc, $lines error lines)"; cat "$tmp/refused.err"; }

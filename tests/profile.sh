@@ -11,10 +11,10 @@ trap 'pkill -9 -f "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
 source "$(dirname "${BASH_SOURCE[0]}")/train_helpers.sh"
 make_corpus
 # Each rank's output goes to its own file, where no other process writes into its lines.
-timeout 180 "${mpi[@]}" -np 2 --output-filename "$tmp/ranks:nocopy" "$bin" train --model tiny --data "$tmp/corpus" \
+timeout 180 "${mpi[@]}" -np 2 $(rank_files "$tmp/ranks") "$bin" train --model tiny --data "$tmp/corpus" \
   --seq-len 32 --batch-size 2 --steps 4 --threads 1 --strategy fsdp --eval-every 0 --set eval.windows=2 \
   --profile-steps 2:3 --out "$tmp/run" >"$tmp/run.log" 2>&1 || { cat "$tmp/run.log"; fail "profiled run exited non-zero"; }
-cat "$tmp"/ranks/1/rank.*/stderr >"$tmp/ranks.err" 2>/dev/null
+rank_stderr "$tmp/ranks" >"$tmp/ranks.err"
 
 for r in 0 1; do
   table=$tmp/run/profile/rank$r.txt

@@ -27,11 +27,11 @@ run() {  # NP OUT ARGS... (exit status returned)
   # mpirun's own messages go to OUT.log, each rank's to its own file (off the run's file system, which may be
   # full), where no other process writes into its lines; rank_errors OUT reads them.
   rm -rf "$(ranks_of "$out")"
-  timeout 180 "${mpi[@]}" ${FEDSHARD_FAULT:+-x FEDSHARD_FAULT} -np "$np" --output-filename "$(ranks_of "$out"):nocopy" \
+  timeout 180 "${mpi[@]}" ${FEDSHARD_FAULT:+-x FEDSHARD_FAULT} -np "$np" $(rank_files "$(ranks_of "$out")") \
     "$bin" "${base[@]}" --out "$out" "$@" >"$out.log" 2>&1
 }
 ranks_of() { echo "$tmp/ranks/${1//\//_}"; }
-rank_errors() { cat "$(ranks_of "$1")"/1/rank.*/stderr 2>/dev/null | grep "fedshard: error"; }
+rank_errors() { rank_stderr "$(ranks_of "$1")" | grep "fedshard: error"; }
 
 # Uninterrupted references.
 mkdir -p "$tmp/runs"

@@ -1,6 +1,15 @@
 # Sourced by the shell tests that train on a small real corpus. Needs $bin (the fedshard binary) and $tmp.
 fails=0
 mpi=(mpirun --oversubscribe --allow-run-as-root)
+# rank_files DIR: mpirun's options that put each rank's output in files of its own under DIR (no other process
+# writes into its lines); rank_stderr DIR: every rank's stderr from there. Open MPI 4 writes DIR/1/rank.N/,
+# Open MPI 5 (the CUDA variant's) DIR/<job>/rank.N/ and names the option differently.
+if mpirun --version 2>/dev/null | grep -q "(Open MPI) [0-4]\."; then
+  rank_files() { echo "--output-filename $1:nocopy"; }
+else
+  rank_files() { echo "--output dir=$1"; }
+fi
+rank_stderr() { cat "$1"/*/rank.*/stderr 2>/dev/null; }
 py=/usr/bin/python3
 
 fail() {

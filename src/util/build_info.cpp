@@ -1,6 +1,10 @@
 #include "util/build_info.h"
 
+#include <mpi.h>
 #include <torch/version.h>
+#ifdef FEDSHARD_MPI_ULFM
+#include <mpi-ext.h>
+#endif
 
 #ifdef FEDSHARD_CUDA
 #include <cuda_runtime.h>
@@ -26,6 +30,20 @@ int device_count(std::string* why) {
   return n;
 }
 #endif
+
+// The MPI library's name for itself up to its first comma or line end (e.g. "Open MPI v5.0.11"), and whether
+// it has ULFM, the fault-tolerance extension (MPIX_Comm_revoke/agree/shrink). Callable before MPI_Init.
+std::string mpi_library() {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING];
+  int len = 0;
+  MPI_Get_library_version(text, &len);
+  std::string name(text, static_cast<size_t>(len));
+  name = name.substr(0, name.find_first_of(",\n"));
+#ifdef FEDSHARD_MPI_ULFM
+  name += " with ULFM";
+#endif
+  return name;
+}
 
 }  // namespace
 
@@ -64,9 +82,11 @@ std::string build_description() {
   const int gpus = device_count(&why);
   return cat("LibTorch ", TORCH_VERSION, " with CUDA ", CUDART_VERSION / 1000, ".", CUDART_VERSION % 1000 / 10,
              " (runtime ", runtime / 1000, ".", runtime % 1000 / 10, "), NCCL ", nccl / 10000, ".", nccl % 10000 / 100,
-             ".", nccl % 100, "; GPUs visible: ", gpus > 0 ? std::to_string(gpus) : "none (" + why + ")");
+             ".", nccl % 100, "; MPI: ", mpi_library(), "; GPUs visible: ",
+             gpus > 0 ? std::to_string(gpus) : "none (" + why + ")");
 #else
-  return cat("LibTorch ", TORCH_VERSION, ", CPU only (built without CUDA: model.device = cuda is not available)");
+  return cat("LibTorch ", TORCH_VERSION, ", CPU only (built without CUDA: model.device = cuda is not available)",
+             "; MPI: ", mpi_library());
 #endif
 }
 
