@@ -6,11 +6,7 @@
 # Usage: mpi_version.sh FEDSHARD_BINARY
 set -u
 bin=$1
-fails=0
-fail() {
-  echo "FAIL $*"
-  fails=$((fails + 1))
-}
+source "$(dirname "${BASH_SOURCE[0]}")/train_helpers.sh"
 
 line=$("$bin" --version 2>&1) || fail "--version exited $?"
 mpi=${line##*; MPI: }
