@@ -32,6 +32,9 @@ PY
   ) || die "cannot run $venv/bin/python3"
   if [ -n "$missing" ]; then
     echo "$tool: installing into $venv: ${missing//$'\n'/ }"
-    "$venv/bin/python3" -m pip install -q --disable-pip-version-check -r "$req" || die "pip install -r $req failed"
+    # --no-compile: byte-compiling torch and the rest took a third of a 120 s install; Python compiles what it
+    # imports on first use.
+    "$venv/bin/python3" -m pip install -q --no-compile --disable-pip-version-check -r "$req" ||
+      die "pip install -r $req failed"
   fi
 }

@@ -18,13 +18,15 @@ and each refused one must exit 2 with one `fedshard: error:` line naming an opti
 nothing. Emulated configurations keep no checkpoints and count the real ranks' bytes: they are not killed and
 not compared with the plan. Prints a table (configuration -> result) and the pair coverage reached.
 
-Usage: pairwise.py FEDSHARD_BINARY [--seed N] [--full [--part I/N]] [--only K] [--first]
+Usage: pairwise.py FEDSHARD_BINARY [--seed N] [--full [--part I/N]] [--only K] [--first] [--jobs N]
   --full   every accepted combination of the levels (the product, tens of thousands: make test-matrix), not a
            covering array; --part I/N runs every N-th of them from the I-th (machines in parallel)
   --only   one configuration of the covering array (by its number in the table)
-  --first  stop at the first failure
+  --first  stop at the first failure (one configuration at a time)
+  --jobs   configurations run at once (default 2)
 """
 import argparse
+import concurrent.futures
 import itertools
 import json
 import math
@@ -544,6 +546,7 @@ def main():
     p.add_argument("--only", type=int, default=-1)
     p.add_argument("--part", default="0/1")
     p.add_argument("--first", action="store_true")
+    p.add_argument("--jobs", type=int, default=2)
     a = p.parse_args()
     bin_ = os.path.abspath(a.bin)
     declared = json.loads(subprocess.check_output([bin_, "options", "--json"]))
@@ -564,38 +567,43 @@ def main():
         DATA = make_corpus(work, bin_)
         print(f"{len(configs)} accepted configurations over {len(space.factors)} options, {len(singles)} base-choice "
               f"ones, {len(negatives)} refused ones (one per declared rule)")
+        # Each configuration in its own directory, a.jobs at a time (a run is mostly process start-up, which one
+        # core does serially); results print in table order.
+        jobs = []
         for i, cfg in enumerate(configs):
-            if a.only >= 0 and i != a.only:
-                continue
-            d = os.path.join(work, f"c{i}")
+            if a.only < 0 or i == a.only:
+                jobs.append((f"c{i}", f"{i:3d} {describe(cfg)}",
+                             lambda d, i=i, cfg=cfg: check_accepted(bin_, cfg, a.seed * 1000 + i, d)))
+        if a.only < 0:
+            # The base-choice configurations: every invariant but the kill and resume (the pairs exercise it).
+            for j, cfg in enumerate(singles):
+                jobs.append((f"b{j}", f"base {j:2d} {describe(cfg)}",
+                             lambda d, j=j, cfg=cfg: check_accepted(bin_, cfg, a.seed * 1000 + len(configs) + j, d,
+                                                                   kill=False)))
+            for j, (rule, cfg, extra) in enumerate(negatives):
+                jobs.append((f"r{j}", f"refused {rule['name']}: {describe(cfg)} "
+                             f"{' '.join(f'{k}={x}' for k, x in extra.items())}",
+                             lambda d, rule=rule, cfg=cfg, extra=extra: check_refused(bin_, rule, cfg, extra, d)))
+
+        def check(job):
+            name, _, fn = job
+            d = os.path.join(work, name)
             os.makedirs(d)
-            ok, why = check_accepted(bin_, cfg, a.seed * 1000 + i, d)
-            fails += not ok
-            print(f"{'ok  ' if ok else 'FAIL'} {i:3d} {describe(cfg)}: {why}", flush=True)
+            ok, why = fn(d)
             if ok:
                 shutil.rmtree(d, ignore_errors=True)
-            elif a.first:
-                break
-        # The base-choice configurations: every invariant but the kill and resume (the pairs exercise it).
-        for j, cfg in enumerate(singles):
-            if a.only >= 0 or (a.first and fails):
-                break
-            d = os.path.join(work, f"b{j}")
-            os.makedirs(d)
-            ok, why = check_accepted(bin_, cfg, a.seed * 1000 + len(configs) + j, d, kill=False)
-            fails += not ok
-            print(f"{'ok  ' if ok else 'FAIL'} base {j:2d} {describe(cfg)}: {why}", flush=True)
-            if ok:
-                shutil.rmtree(d, ignore_errors=True)
-        for j, (rule, cfg, extra) in enumerate(negatives):
-            if a.only >= 0 or (a.first and fails):
-                break
-            d = os.path.join(work, f"r{j}")
-            os.makedirs(d)
-            ok, why = check_refused(bin_, rule, cfg, extra, d)
-            fails += not ok
-            print(f"{'ok  ' if ok else 'FAIL'} refused {rule['name']}: {describe(cfg)} "
-                  f"{' '.join(f'{k}={x}' for k, x in extra.items())}: {why}", flush=True)
+            return ok, why
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1 if a.first else a.jobs) as pool:
+            futures = [pool.submit(check, job) for job in jobs]
+            for (_, label, _), fut in zip(jobs, futures):
+                ok, why = fut.result()
+                fails += not ok
+                print(f"{'ok  ' if ok else 'FAIL'} {label}: {why}", flush=True)
+                if not ok and a.first:
+                    for f in futures:
+                        f.cancel()
+                    break
     finally:
         if fails == 0:
             shutil.rmtree(work, ignore_errors=True)
