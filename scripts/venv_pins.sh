@@ -1,7 +1,9 @@
 # shellcheck shell=bash
 # Sourced by the setup-*.sh scripts. install_pins TOOL VENV REQ: creates the project-local VENV if missing
-# (python3 -m venv, or $PYTHON) and runs pip on REQ only when one of its pins is missing or at another version
+# (python3 -m venv, or $PYTHON) and installs REQ (with uv) only when one of its pins is missing or at another version
 # (a local tag such as +cu130 counts as the pinned release). Never touches the system Python.
+UV_PIN=uv==0.13.8
+
 die() {
   echo "$tool: error: $*" >&2
   exit 1
@@ -32,9 +34,15 @@ PY
   ) || die "cannot run $venv/bin/python3"
   if [ -n "$missing" ]; then
     echo "$tool: installing into $venv: ${missing//$'\n'/ }"
-    # --no-compile: byte-compiling torch and the rest took a third of a 120 s install; Python compiles what it
-    # imports on first use.
-    "$venv/bin/python3" -m pip install -q --no-compile --disable-pip-version-check -r "$req" ||
-      die "pip install -r $req failed"
+    # uv installs the same pins as pip, from its own cache by hard links: the torch/transformers venv in 21 s
+    # from PyPI and 0.5 s from the cache, where pip took 122 s from its cache (2026-12-04, docs/perf.md). It is
+    # put into the venv itself by pip, pinned; where that fails, pip installs the pins.
+    if [ -x "$venv/bin/uv" ] || "$venv/bin/python3" -m pip install -q --disable-pip-version-check "$UV_PIN"; then
+      "$venv/bin/uv" pip install -q --python "$venv/bin/python3" -r "$req" || die "uv pip install -r $req failed"
+    else
+      echo "$tool: no $UV_PIN; installing with pip" >&2
+      "$venv/bin/python3" -m pip install -q --no-compile --disable-pip-version-check -r "$req" ||
+        die "pip install -r $req failed"
+    fi
   fi
 }

@@ -55,6 +55,9 @@ class Communicator {
   virtual WorkHandle all_to_all(const at::Tensor& in, const at::Tensor& out, Traffic k = Traffic::Data) = 0;
   virtual WorkHandle broadcast(const at::Tensor& inout, int root, Traffic k = Traffic::Data) = 0;
   virtual WorkHandle barrier() = 0;
+  // After a PeerLost: every member's pending and later collectives on this communicator fail instead of
+  // waiting on a rank that will never answer, so a survivor blocked elsewhere learns of the loss too.
+  virtual void revoke() = 0;
 
  protected:
   std::string describe(Collective c, const at::Tensor& t) const;

@@ -2,6 +2,7 @@
 
 #include "comm/mpi_ops.h"
 #include "comm/mpi_runtime.h"
+#include "comm/survivors.h"
 #include "util/error.h"
 
 namespace fedshard::comm {
@@ -53,6 +54,8 @@ MpiCommunicator::~MpiCommunicator() {
   MPI_Finalized(&finalized);
   if (!finalized && comm_ != MPI_COMM_WORLD && comm_ != MPI_COMM_SELF) MPI_Comm_free(&comm_);
 }
+
+void MpiCommunicator::revoke() { revoke_mpi_comm(comm_); }
 
 WorkHandle MpiCommunicator::launch(Collective c, const at::Tensor& t, double full_bytes, Traffic k,
                                    std::function<int64_t()> run) {

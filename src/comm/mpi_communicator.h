@@ -27,6 +27,7 @@ class MpiCommunicator : public Communicator {
   WorkHandle all_to_all(const at::Tensor& in, const at::Tensor& out, Traffic k) override;
   WorkHandle broadcast(const at::Tensor& inout, int root, Traffic k) override;
   WorkHandle barrier() override;
+  void revoke() override;
 
   MPI_Comm mpi_comm() const { return comm_; }
 

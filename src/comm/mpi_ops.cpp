@@ -6,6 +6,8 @@
 #include <thread>
 #include <vector>
 
+#include "comm/communicator.h"
+#include "comm/survivors.h"
 #include "util/error.h"
 
 namespace fedshard::comm {
@@ -15,6 +17,7 @@ void mpi_check(int rc, const char* call) {
   char msg[MPI_MAX_ERROR_STRING];
   int len = 0;
   MPI_Error_string(rc, msg, &len);
+  if (is_peer_failure(rc)) throw PeerLost(cat(call, ": ", std::string(msg, len)));
   throw std::runtime_error(cat(call, ": ", std::string(msg, len)));
 }
 

@@ -63,6 +63,8 @@ class NcclCommunicator : public Communicator {
   WorkHandle all_to_all(const at::Tensor& in, const at::Tensor& out, Traffic k) override;
   WorkHandle broadcast(const at::Tensor& inout, int root, Traffic k) override;
   WorkHandle barrier() override;
+  // ncclCommAbort: ends this rank's pending NCCL work on the communicator, which is unusable after it.
+  void revoke() override;
 
  private:
   WorkHandle launch(Collective c, const std::vector<at::Tensor>& buffers, double full_bytes, Traffic k,

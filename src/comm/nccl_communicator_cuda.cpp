@@ -147,6 +147,11 @@ void NcclCommunicator::sit_out_split(NcclCommunicator& parent) {
   nccl_check(ncclCommSplit(parent.comm_, NCCL_SPLIT_NOCOLOR, 0, &none, nullptr), "ncclCommSplit");
 }
 
+void NcclCommunicator::revoke() {
+  if (comm_) ncclCommAbort(comm_);
+  comm_ = nullptr;
+}
+
 NcclCommunicator::~NcclCommunicator() {
   cudaStreamSynchronize(stream_->stream);
   if (comm_) ncclCommDestroy(comm_);

@@ -16,14 +16,14 @@ namespace fedshard::comm {
 namespace {
 
 // Node index of every world rank: the shared-memory domain of its host, numbered in rank order.
-std::vector<int> detect_nodes(int world, int rank) {
+std::vector<int> detect_nodes(MPI_Comm base, int world, int rank) {
   MPI_Comm local;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local);
+  MPI_Comm_split_type(base, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local);
   int leader = rank;
   MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_MIN, local);
   MPI_Comm_free(&local);
   std::vector<int> leaders(world);
-  MPI_Allgather(&leader, 1, MPI_INT, leaders.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  MPI_Allgather(&leader, 1, MPI_INT, leaders.data(), 1, MPI_INT, base);
   std::map<int, int> index;
   for (int l : leaders) index.emplace(l, static_cast<int>(index.size()));
   std::vector<int> node_of(world);
@@ -33,17 +33,17 @@ std::vector<int> detect_nodes(int world, int rank) {
 
 }  // namespace
 
-Topology::Topology(Layout layout, const TopologySpec& spec) : layout_(std::move(layout)) {
+Topology::Topology(Layout layout, const TopologySpec& spec, MPI_Comm base) : layout_(std::move(layout)), base_(base) {
   int world = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
+  MPI_Comm_size(base_, &world);
+  MPI_Comm_rank(base_, &world_rank_);
   FS_CHECK(world == layout_.world(), "the layout has ", layout_.world(), " ranks (groups ",
            layout_.describe_groups(), ") but the job has ", world);
   emulated_nodes_ = spec.ranks_per_node > 0;
   if (emulated_nodes_)
     layout_.place_on_nodes(spec.ranks_per_node);
   else
-    layout_.place_on_nodes(detect_nodes(world, world_rank_));
+    layout_.place_on_nodes(detect_nodes(base_, world, world_rank_));
   coords_ = layout_.coords(world_rank_);
 
   std::vector<int> all(world);
@@ -77,6 +77,12 @@ Topology::Topology(Layout layout, const TopologySpec& spec) : layout_(std::move(
 
 Topology::~Topology() = default;
 
+void Topology::revoke_all() {
+  for (auto* c : {world_.get(), group_.get(), shard_.get(), replica_.get()})
+    if (c) c->revoke();
+  for (auto& s : segments_) s.comm->revoke();
+}
+
 std::unique_ptr<Communicator> Topology::split(const std::vector<int>& members, const std::string& name,
                                               const TopologySpec& spec) {
   const auto me = std::find(members.begin(), members.end(), world_rank_);
@@ -84,7 +90,7 @@ std::unique_ptr<Communicator> Topology::split(const std::vector<int>& members, c
   const int color = in ? members.front() : MPI_UNDEFINED;
   const int key = in ? static_cast<int>(me - members.begin()) : 0;
   MPI_Comm comm;
-  if (MPI_Comm_split(MPI_COMM_WORLD, color, key, &comm) != MPI_SUCCESS)
+  if (MPI_Comm_split(base_, color, key, &comm) != MPI_SUCCESS)
     throw std::runtime_error("MPI_Comm_split failed for communicator '" + name + "'");
   const Tier tier = in ? layout_.tier(members) : Tier::Node;
   if (spec.backend == "nccl") {

@@ -3,6 +3,8 @@
 // model it averages across groups. Each is classified into the tier its traffic crosses.
 #pragma once
 
+#include <mpi.h>
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,8 +31,9 @@ struct SegmentComm {
 
 class Topology {
  public:
-  // Collective over MPI_COMM_WORLD, whose size must be layout.world().
-  Topology(Layout layout, const TopologySpec& spec);
+  // Collective over `base` (the job's world, or the survivors of a lost group: comm/survivors.h), whose size
+  // must be layout.world(); the layout's ranks are base's.
+  Topology(Layout layout, const TopologySpec& spec, MPI_Comm base = MPI_COMM_WORLD);
   ~Topology();
 
   const Layout& layout() const { return layout_; }
@@ -46,6 +49,9 @@ class Topology {
   const std::vector<SegmentComm>& segments() const { return segments_; }
 
   std::string describe() const;
+  // After a PeerLost: revokes every communicator of this rank, so that each survivor, whichever collective it
+  // is blocked in, learns of the loss (comm/survivors.h).
+  void revoke_all();
 
  private:
   // Collective over the world: the communicator of the ranks passing `members` that hold this rank; null
@@ -54,6 +60,7 @@ class Topology {
                                       const TopologySpec& spec);
 
   Layout layout_;
+  MPI_Comm base_;
   int world_rank_ = 0;
   Coords coords_;
   bool emulated_nodes_ = false;

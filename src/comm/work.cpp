@@ -20,6 +20,8 @@ void Work::wait() {
     lock.unlock();
     try {
       std::rethrow_exception(e);
+    } catch (const PeerLost& ex) {
+      throw PeerLost(cat(what_, " failed: ", ex.what()));
     } catch (const std::exception& ex) {
       throw std::runtime_error(cat(what_, " failed: ", ex.what()));
     }

@@ -9,9 +9,18 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 
 namespace fedshard::comm {
+
+// A collective failed because a peer process died, or because a survivor revoked the communicator after
+// seeing such a death. With an MPI that has ULFM the survivors can go on without the lost ranks
+// (comm/survivors.h); without it the job ends.
+class PeerLost : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 class Work {
  public:

@@ -1,0 +1,110 @@
+#include "comm/survivors.h"
+
+#include <algorithm>
+#include <set>
+
+#ifdef FEDSHARD_MPI_ULFM
+#include <mpi-ext.h>
+#endif
+
+#include "util/error.h"
+
+namespace fedshard::comm {
+
+bool can_shrink() {
+#ifdef FEDSHARD_MPI_ULFM
+  return true;
+#else
+  return false;
+#endif
+}
+
+bool is_peer_failure(int mpi_error) {
+#ifdef FEDSHARD_MPI_ULFM
+  int cls = mpi_error;
+  MPI_Error_class(mpi_error, &cls);
+  return cls == MPIX_ERR_PROC_FAILED || cls == MPIX_ERR_PROC_FAILED_PENDING || cls == MPIX_ERR_REVOKED;
+#else
+  (void)mpi_error;
+  return false;
+#endif
+}
+
+void revoke_mpi_comm(MPI_Comm comm) {
+#ifdef FEDSHARD_MPI_ULFM
+  MPIX_Comm_revoke(comm);
+#else
+  (void)comm;
+#endif
+}
+
+Survivors shrink_after_failure(MPI_Comm comm) {
+#ifndef FEDSHARD_MPI_ULFM
+  (void)comm;
+  throw Error("a rank was lost and this build's MPI has no ULFM to go on without it (fedshard --version; "
+              "README: what happens when a node dies)");
+#else
+  int old_rank = 0, old_size = 0;
+  MPI_Comm_rank(comm, &old_rank);
+  MPI_Comm_size(comm, &old_size);
+  MPIX_Comm_revoke(comm);
+  MPI_Comm current = comm;
+  for (;;) {
+    MPI_Comm shrunk = MPI_COMM_NULL;
+    FS_CHECK(MPIX_Comm_shrink(current, &shrunk) == MPI_SUCCESS, "MPIX_Comm_shrink failed after a lost rank");
+    if (current != comm) MPI_Comm_free(&current);
+    MPI_Comm_set_errhandler(shrunk, MPI_ERRORS_RETURN);
+    int n = 0;
+    MPI_Comm_size(shrunk, &n);
+    std::vector<int> alive(n, -1);
+    int ok = MPI_Allgather(&old_rank, 1, MPI_INT, alive.data(), 1, MPI_INT, shrunk) == MPI_SUCCESS;
+    // A member that died during the gather leaves some survivors without the list: agree (fault-tolerantly)
+    // that every survivor has it, or shrink again.
+    const int agreed = MPIX_Comm_agree(shrunk, &ok);
+    if (agreed == MPI_SUCCESS && ok) {
+      Survivors s;
+      s.comm = shrunk;
+      std::set<int> live(alive.begin(), alive.end());
+      for (int r = 0; r < old_size; ++r)
+        if (!live.count(r)) s.lost.push_back(r);
+      return s;
+    }
+    MPIX_Comm_revoke(shrunk);
+    current = shrunk;
+  }
+#endif
+}
+
+Regrouped regroup(const Survivors& survivors, const Layout& old) {
+  Regrouped out;
+  std::set<int> lost_groups;
+  for (int r : survivors.lost) lost_groups.insert(old.coords(r).group);
+  std::vector<int> sizes;
+  for (int g = 0; g < old.groups(); ++g) {
+    if (lost_groups.count(g)) {
+      out.lost_groups.push_back(g);
+    } else {
+      out.kept_groups.push_back(g);
+      sizes.push_back(old.group_size(g));
+    }
+  }
+  FS_CHECK(!sizes.empty(), "every federation group lost a rank; nothing is left to train");
+  out.layout = Layout(sizes, old.shard_spec());
+  int me = 0, old_rank = 0;
+  MPI_Comm_rank(survivors.comm, &me);
+  // The survivors' old ranks, to tell which group this one was in (the shrunk communicator kept their order).
+  int n = 0;
+  MPI_Comm_size(survivors.comm, &n);
+  std::vector<int> alive;
+  for (int r = 0; r < old.world(); ++r)
+    if (!std::binary_search(survivors.lost.begin(), survivors.lost.end(), r)) alive.push_back(r);
+  FS_ASSERT(static_cast<int>(alive.size()) == n, "survivors: ", n, " ranks alive but ", alive.size(), " not lost");
+  old_rank = alive[me];
+  const bool kept = !lost_groups.count(old.coords(old_rank).group);
+  FS_CHECK(MPI_Comm_split(survivors.comm, kept ? 0 : MPI_UNDEFINED, me, &out.comm) == MPI_SUCCESS,
+           "MPI_Comm_split of the survivors failed");
+  if (out.comm != MPI_COMM_NULL) MPI_Comm_set_errhandler(out.comm, MPI_ERRORS_RETURN);
+  return out;
+}
+
+}  // namespace fedshard::comm

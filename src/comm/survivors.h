@@ -1,0 +1,44 @@
+// Going on without lost ranks, on the MPI standard's fault-tolerance extension (ULFM: MPIX_Comm_revoke,
+// MPIX_Comm_shrink, MPIX_Comm_agree; Open MPI 5 run with `mpirun --with-ft ulfm`). A build against an MPI
+// without it (FEDSHARD_MPI_ULFM unset) reports no error as a peer failure and refuses to shrink: a dead rank
+// ends the job there, and scripts/fedshard-elastic.sh relaunches the survivors from a checkpoint.
+#pragma once
+
+#include <mpi.h>
+
+#include <vector>
+
+#include "comm/layout.h"
+
+namespace fedshard::comm {
+
+// Whether this build can recover in the job (FEDSHARD_MPI_ULFM).
+bool can_shrink();
+// Whether an MPI error code says a peer died, or that a survivor revoked the communicator after one did.
+bool is_peer_failure(int mpi_error);
+// Makes every member's pending and later operations on comm fail (no-op without ULFM: nothing fails there).
+void revoke_mpi_comm(MPI_Comm comm);
+
+// The ranks of a communicator still alive, in their old order, and the ranks it lost.
+struct Survivors {
+  MPI_Comm comm = MPI_COMM_NULL;  // errors return; the caller frees it
+  std::vector<int> lost;          // ranks of the old communicator, ascending
+};
+// Collective over the live members of `comm`: revokes it, shrinks it to the live ranks and agrees on who they
+// are, again until no member died during the agreement (two failures in a row).
+Survivors shrink_after_failure(MPI_Comm comm);
+
+// Where training goes on after ranks of `old` (the ranks of its world, as Survivors::lost names them) are lost:
+// the groups none of whose ranks died, cut as before. A group that lost a rank is dropped whole, its live
+// ranks too: each of its ranks held the only copy of a shard of the group's model and optimizer state (FSDP), so
+// the group cannot take its next step, while the global model the others hold is whole.
+struct Regrouped {
+  std::vector<int> kept_groups;  // old group ids, ascending
+  std::vector<int> lost_groups;
+  Layout layout;                 // the kept groups, in the same order
+  MPI_Comm comm = MPI_COMM_NULL; // their ranks, in the old order; MPI_COMM_NULL on a rank of a lost group
+};
+// Collective over survivors.comm.
+Regrouped regroup(const Survivors& survivors, const Layout& old);
+
+}  // namespace fedshard::comm
