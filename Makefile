@@ -105,7 +105,6 @@ fuzz: build-asan
 	  grep -E "stat::number_of_executed_units|stat::peak|ERROR|SUMMARY|Test unit written" $(ASAN_BUILD)/fuzz/campaign-$$t.log; \
 	done; test -z "$$failed" || { echo "fuzz: defects found by:$$failed"; exit 1; }
 
-
 setup-hf: setup
 	@bash scripts/setup-hf.sh $(VENV)
 

@@ -8,7 +8,6 @@
 #include <ATen/ATen.h>
 
 #include <csignal>
-#include <cstdio>
 #include <fstream>
 #include <set>
 #include <string>

@@ -6,8 +6,8 @@
 #include <thread>
 #include <vector>
 
-#include "comm/communicator.h"
 #include "comm/survivors.h"
+#include "comm/work.h"
 #include "util/error.h"
 
 namespace fedshard::comm {

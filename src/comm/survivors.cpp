@@ -11,14 +11,6 @@
 
 namespace fedshard::comm {
 
-bool can_shrink() {
-#ifdef FEDSHARD_MPI_ULFM
-  return true;
-#else
-  return false;
-#endif
-}
-
 bool is_peer_failure(int mpi_error) {
 #ifdef FEDSHARD_MPI_ULFM
   int cls = mpi_error;
@@ -90,7 +82,7 @@ Regrouped regroup(const Survivors& survivors, const Layout& old) {
   }
   FS_CHECK(!sizes.empty(), "every federation group lost a rank; nothing is left to train");
   out.layout = Layout(sizes, old.shard_spec());
-  int me = 0, old_rank = 0;
+  int me = 0;
   MPI_Comm_rank(survivors.comm, &me);
   // The survivors' old ranks, to tell which group this one was in (the shrunk communicator kept their order).
   int n = 0;
@@ -99,8 +91,7 @@ Regrouped regroup(const Survivors& survivors, const Layout& old) {
   for (int r = 0; r < old.world(); ++r)
     if (!std::binary_search(survivors.lost.begin(), survivors.lost.end(), r)) alive.push_back(r);
   FS_ASSERT(static_cast<int>(alive.size()) == n, "survivors: ", n, " ranks alive but ", alive.size(), " not lost");
-  old_rank = alive[me];
-  const bool kept = !lost_groups.count(old.coords(old_rank).group);
+  const bool kept = !lost_groups.count(old.coords(alive[me]).group);
   FS_CHECK(MPI_Comm_split(survivors.comm, kept ? 0 : MPI_UNDEFINED, me, &out.comm) == MPI_SUCCESS,
            "MPI_Comm_split of the survivors failed");
   if (out.comm != MPI_COMM_NULL) MPI_Comm_set_errhandler(out.comm, MPI_ERRORS_RETURN);

@@ -12,8 +12,6 @@
 
 namespace fedshard::comm {
 
-// Whether this build can recover in the job (FEDSHARD_MPI_ULFM).
-bool can_shrink();
 // Whether an MPI error code says a peer died, or that a survivor revoked the communicator after one did.
 bool is_peer_failure(int mpi_error);
 // Makes every member's pending and later operations on comm fail (no-op without ULFM: nothing fails there).
