@@ -89,5 +89,6 @@ int main(int argc, char** argv) {
   }
   MPI_Comm_free(&survivors.comm);
   out << "done\n";
-  return 0;
+  out.close();
+  runtime.finish(0);  // not MPI_Finalize: after a lost peer it may hang (comm/mpi_runtime.h)
 }

@@ -1,7 +1,7 @@
 // Checkpoints through the real writer and reader: exact restore on the same layout (including a federated
 // run mid-round), re-slicing to another strategy and world layout, the group average of a mid-round
-// checkpoint, surviving groups continuing their own state after a group is lost, and the Hugging Face
-// export/import round trip.
+// checkpoint, surviving groups continuing their own state after a group is lost, the in-memory hand-over of a
+// rank's state to a rebuilt engine (in-job recovery), and the Hugging Face export/import round trip.
 #include <gtest/gtest.h>
 #include <mpi.h>
 #include <unistd.h>
@@ -175,6 +175,66 @@ TEST(Checkpoint, SurvivingGroupsContinueTheirOwnStateOnAnotherLayout) {
   EXPECT_TRUE(at::equal(full_state(b, "exp_avg"), moments[old_rank]));
   // Not the average: the groups differed.
   EXPECT_FALSE(at::equal(params[0], params[2]));
+}
+
+// In-job recovery (train::Trainer::recover) hands a kept rank's state from the engine it trained with to one
+// built over the survivors, in memory: everything a checkpoint of the rank holds must arrive, and the two engines
+// must then train on identically. Here the new engine has the same layout (over the same world), seeded
+// differently, with a Nesterov outer step (momentum and a global slice), bfloat16 rounds (the last global model)
+// and rounds already taken.
+TEST(Checkpoint, HandOverMovesEveryPartOfARanksState) {
+  const auto cfg = reference::tiny_config();
+  federation::FederationOptions fed;
+  fed.outer = {"nesterov", 0.7, 0.9};
+  fed.reduce_dtype = at::kBFloat16;
+  fixture::Engine a(cfg, {world_size() / 2, 0, 0}, f64(), "adamw", /*federated=*/true, fed);  // two groups
+  train_steps(a, 2);
+  a.aggregator->sync(1.0);
+  train_steps(a, 2, 3);
+  a.aggregator->sync(1.0);
+  train_steps(a, 1, 5);
+  train::EngineSpec spec;
+  spec.layout = a.topo->layout();
+  spec.model = cfg;
+  spec.sharding = f64();
+  spec.optimizer.name = "adamw";
+  spec.federation = fed;
+  spec.seed = 11;
+  auto b = train::parallelize(spec);
+  EXPECT_FALSE(at::equal(b.sharded->units()[1]->flat().shard(), a.sharded->units()[1]->flat().shard()));
+  train::hand_over(a, b);
+
+  const auto& units = a.sharded->units();
+  using State = std::vector<std::map<std::string, at::Tensor>>;
+  auto same = [&](const State& want, const State& got, const char* what) {
+    ASSERT_EQ(want.size(), got.size()) << what;
+    for (size_t u = 0; u < want.size(); ++u) {
+      ASSERT_EQ(want[u].size(), got[u].size()) << what << ", unit " << u;
+      for (const auto& [k, t] : want[u]) EXPECT_TRUE(at::equal(got[u].at(k), t)) << what << ", unit " << u << ": " << k;
+    }
+  };
+  for (size_t u = 0; u < units.size(); ++u)
+    EXPECT_TRUE(at::equal(b.sharded->units()[u]->flat().shard(), units[u]->flat().shard())) << "unit " << u;
+  same(a.optimizer->state(), b.optimizer->state(), "inner optimizer");
+  same(a.aggregator->outer().state(), b.aggregator->outer().state(), "outer optimizer");
+  ASSERT_TRUE(a.aggregator->state()[0].count("global"));
+  same(a.aggregator->state(), b.aggregator->state(), "aggregator");
+  EXPECT_EQ(b.optimizer->steps(), a.optimizer->steps());
+  EXPECT_EQ(b.optimizer->slice_steps(), a.optimizer->slice_steps());
+
+  // Both train on and take a round: still equal.
+  auto step = [&](train::Engine& e) {
+    auto batch = reference::synthetic_batch(6, 2 * world_size(), 10, cfg.vocab_size);
+    auto local = batch.narrow(0, world_rank() * 2, 2);
+    model::next_token_loss(e.sharded->forward(local.narrow(1, 0, 10)), local.narrow(1, 1, 10)).backward();
+    e.sharded->wait_grads();
+    e.optimizer->step(1e-2);
+    e.aggregator->sync(1.0);
+  };
+  step(a);
+  step(b);
+  for (size_t u = 0; u < units.size(); ++u)
+    EXPECT_TRUE(at::equal(b.sharded->units()[u]->flat().shard(), units[u]->flat().shard())) << "unit " << u;
 }
 
 // A checkpoint of two groups with a delayed round in flight (and int8 residuals), resumed onto another

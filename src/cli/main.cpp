@@ -62,7 +62,9 @@ int main(int argc, char** argv) {
       rank = mpi->world_rank();
       world = mpi->world_size();
     }
-    return cmd->run();
+    const int code = cmd->run();
+    if (mpi && comm::MpiRuntime::peer_lost()) mpi->finish(code);
+    return code;
   } catch (const cli::StartupFailed& e) {
     return e.code;  // already reported once by the lowest failing rank
   } catch (const Error& e) {

@@ -2,6 +2,8 @@
 
 #include <mpi.h>
 
+#include <atomic>
+#include <cstdio>
 #include <cstdlib>
 
 #include "util/error.h"
@@ -50,6 +52,20 @@ MpiRuntime::~MpiRuntime() {
 MpiRuntime& MpiRuntime::get() {
   FS_ASSERT(g_runtime != nullptr, "no MpiRuntime: create one in main()");
   return *g_runtime;
+}
+
+namespace {
+std::atomic<bool> g_peer_lost{false};
+}  // namespace
+
+void MpiRuntime::note_peer_lost() { g_peer_lost = true; }
+bool MpiRuntime::peer_lost() { return g_peer_lost; }
+
+void MpiRuntime::finish(int code) {
+  federation_thread_.reset();
+  comm_thread_.reset();
+  std::fflush(nullptr);
+  std::_Exit(code);
 }
 
 void MpiRuntime::abort(int code) {

@@ -29,6 +29,15 @@ class MpiRuntime {
   // Ends every rank of the job (MPI_Abort); used when one rank cannot continue.
   [[noreturn]] static void abort(int code);
 
+  // Set once this process has seen a peer die (comm/survivors.h). Open MPI 5.0.11's MPI_Finalize then hangs in
+  // about one run of six (its closing fence over the world, the dead ranks included; a plain C program does it
+  // too), so such a rank ends with finish() instead.
+  static void note_peer_lost();
+  static bool peer_lost();
+  // Ends this process with `code` without MPI_Finalize (its comm threads stopped, stdio flushed); mpirun
+  // --with-ft ulfm counts it as finished.
+  [[noreturn]] void finish(int code);
+
  private:
   int world_rank_ = 0;
   int world_size_ = 1;

@@ -7,6 +7,7 @@
 #include <mpi-ext.h>
 #endif
 
+#include "comm/mpi_runtime.h"
 #include "util/error.h"
 
 namespace fedshard::comm {
@@ -36,6 +37,7 @@ Survivors shrink_after_failure(MPI_Comm comm) {
   throw Error("a rank was lost and this build's MPI has no ULFM to go on without it (fedshard --version; "
               "README: what happens when a node dies)");
 #else
+  MpiRuntime::note_peer_lost();
   int old_rank = 0, old_size = 0;
   MPI_Comm_rank(comm, &old_rank);
   MPI_Comm_size(comm, &old_size);

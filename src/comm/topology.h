@@ -37,6 +37,7 @@ class Topology {
   ~Topology();
 
   const Layout& layout() const { return layout_; }
+  MPI_Comm base() const { return base_; }
   int world_rank() const { return world_rank_; }
   const Coords& coords() const { return coords_; }
   bool emulated_nodes() const { return emulated_nodes_; }

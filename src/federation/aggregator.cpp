@@ -452,6 +452,8 @@ std::vector<std::map<std::string, at::Tensor>> Aggregator::state() const {
   return out;
 }
 
+void Aggregator::abandon_round() { round_.reset(); }
+
 std::vector<size_t> Aggregator::round_units() const { return round_ ? round_->units : std::vector<size_t>{}; }
 
 void Aggregator::restore_round(const std::vector<size_t>& units) {

@@ -90,6 +90,9 @@ class Aggregator {
   Agreement begin(const std::vector<size_t>& units, double weight, const Vote& vote);
   void finish();
   bool in_flight() const { return round_ != nullptr; }
+  // After a lost peer (comm::PeerLost) in a round that has not been applied: forgets it, so the survivors can
+  // hold it again over new communicators. Its collectives end with the revoked ones.
+  void abandon_round();
   // A group that must stop (preemption) between rounds takes part in the next agreement from where it is,
   // so every group stops at its next step instead of at its next round: the groups at a round skip that
   // round (Agreement::issued false). Waits for this rank's half of a round in flight first, as a round would.

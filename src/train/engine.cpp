@@ -1,5 +1,9 @@
 #include "train/engine.h"
 
+#include <ATen/core/grad_mode.h>
+
+#include "util/error.h"
+
 namespace fedshard::train {
 
 namespace {
@@ -19,7 +23,7 @@ at::Tensor decay_mask(parallel::FlatParam& flat, bool decay_all) {
 
 Engine parallelize(const EngineSpec& spec) {
   Engine e;
-  e.topo = std::make_unique<comm::Topology>(spec.layout, spec.topology);
+  e.topo = std::make_unique<comm::Topology>(spec.layout, spec.topology, spec.base);
   const auto& layout = e.topo->layout();
   e.model = std::make_unique<model::Llama>(spec.model, spec.sharding.master_dtype, /*materialize=*/false);
   if (spec.init)
@@ -35,6 +39,34 @@ Engine parallelize(const EngineSpec& spec) {
   if (spec.federation)
     e.aggregator = std::make_unique<federation::Aggregator>(*e.sharded, *e.topo, *e.optimizer, *spec.federation);
   return e;
+}
+
+void hand_over(Engine& from, Engine& to) {
+  at::NoGradGuard no_grad;
+  const auto& src = from.sharded->units();
+  const auto& dst = to.sharded->units();
+  FS_CHECK(src.size() == dst.size(), "hand_over: ", src.size(), " units into ", dst.size());
+  auto copy = [](at::Tensor dst_t, const at::Tensor& src_t, const char* what, size_t u) {
+    FS_CHECK(dst_t.sizes() == src_t.sizes(), "hand_over: ", what, " of unit ", u, " is ", src_t.sizes(), " here and ",
+             dst_t.sizes(), " in the new layout");
+    dst_t.copy_(src_t);
+  };
+  const auto inner_from = from.optimizer->state(), inner_to = to.optimizer->state();
+  for (size_t u = 0; u < src.size(); ++u) {
+    copy(dst[u]->flat().shard().detach(), src[u]->flat().shard().detach(), "the master shard", u);
+    FS_CHECK(inner_to[u].size() == inner_from[u].size(), "hand_over: another inner optimizer");
+    for (auto& [k, t] : inner_to[u]) copy(t, inner_from[u].at(k), "inner optimizer state", u);
+  }
+  to.optimizer->set_steps(from.optimizer->steps());
+  to.optimizer->set_slice_steps(from.optimizer->slice_steps());
+  if (!from.aggregator) return;
+  const auto outer_from = from.aggregator->outer().state(), outer_to = to.aggregator->outer().state();
+  const auto fed = from.aggregator->state();
+  for (size_t u = 0; u < src.size(); ++u) {
+    FS_CHECK(outer_to[u].size() == outer_from[u].size(), "hand_over: another outer optimizer");
+    for (auto& [k, t] : outer_to[u]) copy(t, outer_from[u].at(k), "outer optimizer state", u);
+    for (const auto& [name, t] : fed[u]) to.aggregator->restore_state(u, name, t);
+  }
 }
 
 }  // namespace fedshard::train

@@ -16,6 +16,7 @@ namespace fedshard::train {
 
 struct EngineSpec {
   comm::Layout layout;
+  MPI_Comm base = MPI_COMM_WORLD;  // the ranks the layout numbers (the survivors of a lost group: comm/survivors.h)
   comm::TopologySpec topology;
   model::ModelConfig model;
   parallel::ShardingOptions sharding;
@@ -35,7 +36,13 @@ struct Engine {
   std::unique_ptr<federation::Aggregator> aggregator;  // fl-* only
 };
 
-// Collective over the world.
+// Collective over spec.base.
 Engine parallelize(const EngineSpec& spec);
+
+// Copies this rank's training state (its master shards, inner optimizer state and step counts, outer optimizer
+// and aggregator state) from one engine into another whose rank holds the same shards and slices: a group that
+// goes on after other groups were lost keeps its geometry. Local; a round in flight in `from` must have been
+// abandoned (federation::Aggregator::abandon_round).
+void hand_over(Engine& from, Engine& to);
 
 }  // namespace fedshard::train

@@ -2,8 +2,8 @@
 
 namespace fedshard::train {
 
-StopNotice::StopNotice(const comm::Layout& layout, int world_rank) {
-  MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
+StopNotice::StopNotice(const comm::Layout& layout, int world_rank, MPI_Comm base) {
+  MPI_Comm_dup(base, &comm_);
   const int group = layout.coords(world_rank).group;
   first_ = layout.first_rank(group) == world_rank;
   if (!first_ || layout.groups() == 1) return;

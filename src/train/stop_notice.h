@@ -15,8 +15,8 @@ namespace fedshard::train {
 
 class StopNotice {
  public:
-  // Collective over the world (duplicates MPI_COMM_WORLD, so no other message can match).
-  StopNotice(const comm::Layout& layout, int world_rank);
+  // Collective over `base`, whose ranks the layout numbers (duplicates it, so no other message can match).
+  StopNotice(const comm::Layout& layout, int world_rank, MPI_Comm base = MPI_COMM_WORLD);
   ~StopNotice();
   StopNotice(const StopNotice&) = delete;
   StopNotice& operator=(const StopNotice&) = delete;

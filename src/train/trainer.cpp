@@ -16,6 +16,8 @@
 #include "comm/ledger.h"
 #include "comm/link_emulation.h"
 #include "comm/mpi_runtime.h"
+#include "comm/survivors.h"
+#include "comm/work.h"
 #include "model/hf_adapter.h"
 #include "model/layers.h"
 #include "parallel/slow_ranks.h"
@@ -82,6 +84,11 @@ void configure_link_emulation(const TrainConfig& cfg) {
   for (const auto& [tier, spec] : links)
     if (!spec->empty()) comm::LinkEmulator::instance().set(tier, comm::parse_link_spec(*spec));
 }
+
+// Thrown by Trainer::recover on the ranks of a group that lost a rank: they leave the job, which goes on.
+struct LeftJob {
+  std::string message;
+};
 
 double peak_rss_mb() {
   struct rusage ru {};
@@ -313,7 +320,7 @@ Trainer::Trainer(TrainSetup setup) : s_(std::move(setup)) {
     for (int r : topo_->layout().group_members(topo_->world_rank())) group_factor = std::max(group_factor, factors.at(r));
     clock_step_ = per_step * group_factor;
   }
-  if (rounds_ && topo_->layout().groups() > 1) notice_.emplace(topo_->layout(), topo_->world_rank());
+  if (rounds_ && topo_->layout().groups() > 1) notice_.emplace(topo_->layout(), topo_->world_rank(), base_);
   make_sampler();
   if (s_.resume) {
     // Every group goes on from its own step (groups differ under time-based rounds and after a stop between
@@ -349,13 +356,16 @@ EngineSpec Trainer::engine_spec(at::Device device) const {
   const auto& cfg = s_.cfg;
   EngineSpec e;
   e.layout = s_.layout;
+  e.base = base_;
   e.topology = s_.topology;
   e.model = s_.model;
   e.sharding.master_dtype = dtype_of(cfg.dtype);
   e.sharding.compute_dtype = dtype_of(cfg.compute_dtype);
   e.sharding.reduce_dtype = dtype_of(cfg.reduce_dtype);
   // Recomputation pays off where parameters are sharded, i.e. per group.
-  const int group = s_.layout.coords(comm::MpiRuntime::get().world_rank()).group;
+  int rank = 0;
+  MPI_Comm_rank(base_, &rank);
+  const int group = s_.layout.coords(rank).group;
   const bool sharded = s_.layout.shard_size(group) > 1;
   e.sharding.recompute = cfg.activation_checkpointing == "on" || (cfg.activation_checkpointing == "auto" && sharded);
   e.sharding.reshard_after_forward = cfg.reshard_after_forward;
@@ -475,7 +485,9 @@ void Trainer::open_run_files() {
                model::with_commas(s_.model.param_count()).c_str(), threads_);
 }
 
-Trainer::~Trainer() = default;
+Trainer::~Trainer() {
+  if (base_ != MPI_COMM_WORLD) MPI_Comm_free(&base_);
+}
 
 int64_t Trainer::group_tokens_per_step() const {
   const auto& e = s_.emulation;
@@ -616,7 +628,7 @@ Trainer::StepResult Trainer::train_step(int64_t step) {
     }
     const auto round0 = Clock::now();
     if (due) {
-      federate(step, nonfinite, r);
+      federate_surviving(step, nonfinite, r);
     } else if (group_stop_ && topo_->layout().groups() > 1) {
       // Between rounds: stop at this step rather than at the next round (which may be past the grace time).
       r.round = engine_.aggregator->vote_stop(vote(step, nonfinite));
@@ -668,14 +680,19 @@ void Trainer::federate(int64_t step, bool nonfinite, StepResult& r) {
   if (agg.in_flight()) agg.finish();
   // Held groups enter the round as their mean, weighted as all of them, and all leave it with the result.
   if (held_) held_->combine(cfg.inner_state == "average");
+  round_unapplied_ = true;
   r.round = agg.begin(rounds_->units(step), rounds_->weight(step), vote(step, nonfinite));
   r.agreed = true;
   r.stop = r.round.any.stop;
   // Another group stopped between rounds: this round is held first thing after the resume.
   pending_round_ = !r.round.issued;
-  if (pending_round_) return;
+  if (pending_round_) {
+    round_unapplied_ = false;
+    return;
+  }
   rounds_->count_sync(step);
   if (!rounds_->leave_in_flight(r.round.any.last)) agg.finish();
+  round_unapplied_ = false;
   if (held_) held_->distribute(cfg.inner_state != "keep");
   r.aggregated = true;
   if (cfg.audit) audit_round(step);
@@ -683,6 +700,95 @@ void Trainer::federate(int64_t step, bool nonfinite, StepResult& r) {
     tokens_agreed_ = tokens_before_start_ + static_cast<int64_t>(r.round.launch_tokens);
     step_agreed_ = step;
   }
+}
+
+void Trainer::federate_surviving(int64_t step, bool nonfinite, StepResult& r) {
+  const auto schedule = *rounds_;
+  try {
+    federate(step, nonfinite, r);
+    return;
+  } catch (const comm::PeerLost&) {
+    if (!recoverable() || !round_unapplied_) throw;
+  }
+  // Every survivor stopped before applying the round (a round applies after all of its averaging has
+  // arrived): held again by the kept groups, it averages their models only, weighted as before.
+  round_unapplied_ = false;
+  rounds_ = schedule;
+  recover(step);
+  r.round = {};
+  federate(step, nonfinite, r);
+}
+
+bool Trainer::recoverable() const {
+  const auto& cfg = s_.cfg;
+  const auto& layout = topo_->layout();
+  for (int g = 0; g < layout.groups(); ++g)
+    if (layout.replicas(g) != 1) return false;  // a round ends by an all-gather inside the group
+  return rounds_ && !rounds_->timed() && cfg.overlap == "none" && cfg.compress == "none" &&
+         cfg.inner_state != "average" && !s_.emulation.active() && s_.topology.backend == "mpi";
+}
+
+void Trainer::recover(int64_t step) {
+  const auto t0 = Clock::now();
+  const comm::Layout old = topo_->layout();
+  topo_->revoke_all();
+  auto survivors = comm::shrink_after_failure(topo_->base());
+  auto kept = comm::regroup(survivors, old);
+  MPI_Comm_free(&survivors.comm);
+  std::vector<int> lost_ids, kept_ids;
+  for (int g : kept.lost_groups) lost_ids.push_back(s_.group_ids.at(g));
+  for (int g : kept.kept_groups) kept_ids.push_back(s_.group_ids.at(g));
+  const std::string lost_json = nlohmann::json(lost_ids).dump(), kept_json = nlohmann::json(kept_ids).dump();
+  if (kept.comm == MPI_COMM_NULL)
+    throw LeftJob{cat("rank ", topo_->world_rank(), " of group ", s_.group_ids.at(topo_->coords().group),
+                      ": lost rank(s) ", nlohmann::json(survivors.lost).dump(), " at step ", step, "; groups ",
+                      lost_json, " leave the job, which goes on with groups ", kept_json)};
+  FS_CHECK(!kept.kept_groups.empty(), "every group lost a rank at step ", step);
+  // The run's tokens so far: every group's through the last round, the kept groups' since (the lost groups'
+  // steps since the last round never reached the global model).
+  const int64_t synced = step - rounds_->steps_since_sync();
+  tokens_before_start_ = tokens_through(synced);
+  start_step_ = synced + 1;
+  s_.layout = kept.layout;
+  s_.emulation.real = s_.emulation.virtual_layout = kept.layout;
+  s_.group_ids = kept_ids;
+  if (base_ != MPI_COMM_WORLD) MPI_Comm_free(&base_);
+  base_ = kept.comm;
+  // The new engine starts from the seed's parameters (not from disk, even where the run began from a Hugging
+  // Face checkpoint); this rank's state is then handed over from the old one, whose communicators are revoked.
+  // Both are held meanwhile: a rank's model and optimizer state twice, briefly.
+  auto spec = engine_spec(sharded_->options().device);
+  spec.init = {};
+  Engine next = parallelize(spec);
+  engine_.aggregator->abandon_round();
+  hand_over(engine_, next);
+  notice_.reset();
+  engine_ = std::move(next);
+  topo_ = engine_.topo.get();
+  sharded_ = engine_.sharded.get();
+  if (topo_->layout().groups() > 1) notice_.emplace(topo_->layout(), topo_->world_rank(), base_);
+  // The data is dealt over the kept groups from the next step on, as a relaunch of them would deal it.
+  s_.partition = data::partition_windows(*s_.train, s_.cfg.partition, kept.layout.group_sizes(), s_.cfg.seed);
+  samplers_.clear();
+  readers_.clear();
+  make_sampler();
+  resolved_ = resolved_config();
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (topo_->world_rank() != 0) return;
+  // The first kept rank writes the metrics from here on (the old rank 0 may have been lost).
+  const auto dir = std::filesystem::path(s_.cfg.out);
+  if (!metrics_.is_open()) metrics_.open((dir / "metrics.jsonl").string(), /*append=*/true);
+  write_file_atomically((dir / "config.json").string(), resolved_.dump(2) + "\n");
+  metrics_.write({{"type", "group_lost"},
+                  {"step", step},
+                  {"lost_group_ids", lost_ids},
+                  {"lost_ranks", survivors.lost},
+                  {"group_ids", kept_ids},
+                  {"group_sizes", kept.layout.group_sizes()},
+                  {"recover_s", seconds}});
+  std::fprintf(stderr, "fedshard: lost rank(s) %s at step %lld: groups %s left the job, groups %s go on (%.2f s)\n",
+               nlohmann::json(survivors.lost).dump().c_str(), static_cast<long long>(step), lost_json.c_str(),
+               kept_json.c_str(), seconds);
 }
 
 void Trainer::audit_round(int64_t step) {
@@ -779,7 +885,6 @@ nlohmann::json Trainer::link_summary() const {
 
 TrainSummary Trainer::run() {
   const auto& cfg = s_.cfg;
-  const bool rank0 = topo_->world_rank() == 0;
   Progress progress(cfg.steps);
   const auto start = Clock::now();
   run_start_ = start;
@@ -820,7 +925,7 @@ TrainSummary Trainer::run() {
       eval_due = false;
       eval_wanted_ = false;
     }
-    if (rank0 && !replayed) {
+    if (topo_->world_rank() == 0 && !replayed) {
       const double tok_per_s = static_cast<double>(world_tokens_per_step()) / r.seconds;
       char extra[64] = "";
       if (last_val_ppl_ > 0) std::snprintf(extra, sizeof extra, "val ppl %.3f", last_val_ppl_);
@@ -833,7 +938,7 @@ TrainSummary Trainer::run() {
     if (r.stop) {
       progress.finish();
       if (profiler_) profiler_->finish();
-      if (rank0) {
+      if (topo_->world_rank() == 0) {
         metrics_.write({{"type", "preempted"}, {"step", step}, {"signal", preemption_signal()}});
         std::fprintf(stderr, "fedshard: preempted: stopped after step %lld %s; exit %d (requeue)\n",
                      static_cast<long long>(step),
@@ -853,7 +958,26 @@ TrainSummary Trainer::run() {
   }
   for (int64_t step = start_step_; step <= cfg.steps && next == Next::Continue; ++step) {
     if (profiler_) profiler_->before_step(step);
-    StepResult r = train_step(step);
+    StepResult r;
+    try {
+      try {
+        r = train_step(step);
+      } catch (const comm::PeerLost&) {
+        if (!recoverable()) throw;
+        // Lost in a group's per-step collectives: that group's ranks leave; a kept rank cannot take its step
+        // again (its optimizer may have stepped).
+        recover(step);
+        throw Error(cat("a rank was lost during step ", step, ", where this rank's group cannot take the step again ",
+                        "(in-job recovery covers losses that the kept groups see at a federation round); resume ",
+                        "from the last checkpoint"));
+      }
+    } catch (const LeftJob& left) {
+      std::fprintf(stderr, "fedshard: %s\n", left.message.c_str());
+      TrainSummary summary;
+      summary.steps = step;
+      summary.left = true;
+      return summary;
+    }
     r.profiled = profiler_ && profiler_->after_step(step);
     next = conclude(r, /*replayed=*/false);
     if (next != Next::Continue) last_step = step;
@@ -890,7 +1014,7 @@ TrainSummary Trainer::run() {
   summary.unigram_val_ppl = s_.train->manifest().unigram_val_ppl.value_or(0.0);
   const double step_tokens = static_cast<double>(world_tokens_per_step());
   summary.tok_per_s = timed_steps_ > 0 ? step_tokens * timed_steps_ / step_seconds_sum_ : step_tokens / wall;
-  if (rank0) {
+  if (topo_->world_rank() == 0) {
     // Counted at the MPI sends, next to the ring formula's figure, per tier and per communicator (rank 0's).
     nlohmann::json bytes, formula, by_comm;
     for (comm::Tier tier : comm::kTiers) {

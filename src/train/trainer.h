@@ -58,6 +58,7 @@ struct TrainSummary {
   double unigram_val_ppl = 0;
   double tok_per_s = 0;
   bool preempted = false;  // stopped by a signal after writing a checkpoint; exit kPreemptedExit
+  bool left = false;       // this rank's group lost a rank and left the job, which went on without it
 };
 
 class Trainer {
@@ -80,6 +81,18 @@ class Trainer {
   // The round after `step`: finishes the one in flight, agrees, issues this one (finishes it unless it may
   // stay in flight). Sets r's round, stop and aggregated.
   void federate(int64_t step, bool nonfinite, StepResult& r);
+  // federate(), and where ranks are lost before the round is applied: recover() and the round again, without
+  // the lost groups.
+  void federate_surviving(int64_t step, bool nonfinite, StepResult& r);
+  // In-job recovery (ULFM: comm/survivors.h) covers the configurations whose rounds are synchronous and whose
+  // ranks hold one group each: fl-*, step rounds, no overlap, no emulation, the mpi backend.
+  bool recoverable() const;
+  // Collective over the survivors after a comm::PeerLost at `step`: revokes every communicator, shrinks the
+  // world to the live ranks and keeps the groups that lost none (comm::regroup). A rank of a lost group throws
+  // LeftJob; the others rebuild the engine over the kept groups, hand their state over to it, deal the data
+  // over the kept groups (as a relaunch of them would) and log a group_lost line. Nothing is read from disk and
+  // no process restarts.
+  void recover(int64_t step);
   // Forward and backward over every micro-batch this rank plays for held group j (its virtual ranks x
   // train.grad_accum), gradients reduced once; returns the mean loss (a device scalar).
   at::Tensor forward_backward(int64_t step, size_t j);
@@ -99,6 +112,7 @@ class Trainer {
 
   TrainSetup s_;
   int threads_ = 1;
+  MPI_Comm base_ = MPI_COMM_WORLD;  // the ranks training (the survivors' communicator after a recovery)
   Engine engine_;
   comm::Topology* topo_ = nullptr;  // engine_'s
   parallel::ShardedModel* sharded_ = nullptr;
@@ -119,6 +133,7 @@ class Trainer {
   bool group_stop_ = false;  // this rank's group agreed on a preemption signal
   std::optional<StopNotice> notice_;  // several groups: tells the others when this one stops
   bool pending_round_ = false;  // this group stopped at a round that did not take place (restored: hold it first)
+  bool round_unapplied_ = false;  // federate() has begun a round and not applied it: it can be held again
   double slow_ = 1;          // train.slow: this rank's compute stretch
   double clock_step_ = 0;    // federation.clock = emulated: the seconds one step of this group counts, else 0
   // Time-based rounds: due evaluations/checkpoints wait for the next round's agreement; tokens of all groups
