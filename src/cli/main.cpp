@@ -73,7 +73,10 @@ int main(int argc, char** argv) {
       return 2;
     }
     if (e.reporter()) std::cerr << "fedshard: error on rank " << rank << " of " << world << ": " << e.what() << std::endl;
-    if (e.everywhere()) return 2;
+    if (e.everywhere()) {
+      if (mpi && comm::MpiRuntime::peer_lost()) mpi->finish(2);  // MPI_Finalize may hang (comm/mpi_runtime.h)
+      return 2;
+    }
     // Found by some ranks mid-job: the others may be inside a collective, so end them all.
     comm::MpiRuntime::abort(2);
   } catch (const std::exception& e) {

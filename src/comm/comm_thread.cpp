@@ -1,5 +1,7 @@
 #include "comm/comm_thread.h"
 
+#include <future>
+
 namespace fedshard::comm {
 
 CommThread::CommThread() : thread_([this] { run(); }) {}
@@ -19,6 +21,13 @@ void CommThread::submit(std::function<void()> task) {
     queue_.push_back(std::move(task));
   }
   cv_.notify_one();
+}
+
+void CommThread::drain() {
+  std::promise<void> done;
+  auto ran = done.get_future();
+  submit([&done] { done.set_value(); });
+  ran.wait();
 }
 
 void CommThread::run() {

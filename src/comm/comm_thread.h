@@ -19,6 +19,8 @@ class CommThread {
   CommThread& operator=(const CommThread&) = delete;
 
   void submit(std::function<void()> task);
+  // Returns once every task submitted before it has run (tasks run in order).
+  void drain();
 
  private:
   void run();

@@ -348,6 +348,10 @@ void Aggregator::settle(Round& r) {
       deltas[p.unit].narrow(0, p.offset, p.length).copy_(mean.narrow(0, 0, p.length));
     }
   }
+  // Every unit's averaging has arrived before any unit is applied: a round that fails (a lost peer) leaves
+  // the model and the outer state untouched, so the survivors can hold it again (train::Trainer::recover).
+  for (auto& works : r.works)
+    for (auto& w : works) w->wait();
   for (size_t i = 0; i < r.units.size(); ++i) {
     const size_t u = r.units[i];
     auto slice = slice_of(u, model_.units()[u]->flat().shard().detach());
@@ -355,7 +359,6 @@ void Aggregator::settle(Round& r) {
     if (!r.pieces.empty()) {
       mean = global_[u] + deltas[i];
     } else {
-      for (auto& w : r.works[i]) w->wait();
       mean = r.sums[i].to(slice.scalar_type());
       // Delta rounds carry the global slice's share themselves: their scales weigh deltas, not weights.
       if (delta_)

@@ -690,6 +690,16 @@ void Trainer::federate(int64_t step, bool nonfinite, StepResult& r) {
     round_unapplied_ = false;
     return;
   }
+  // After a recovery every group must meet at the same step of a step round: a group that completed a round
+  // the others lost (ULFM reports a failure to some survivors only) would mix its later model into theirs.
+  if (recovered_ && !rounds_->timed()) {
+    const auto& steps = r.round.steps;
+    if (std::any_of(steps.begin(), steps.end(), [&](int64_t s) { return s != steps.front(); }))
+      throw Error(cat("after the lost group the kept groups met at different steps (", nlohmann::json(steps).dump(),
+                      "): a round completed for some of them only; resume from the last checkpoint"))
+          .reported_by(topo_->world_rank() == 0)
+          .everywhere(true);
+  }
   rounds_->count_sync(step);
   if (!rounds_->leave_in_flight(r.round.any.last)) agg.finish();
   round_unapplied_ = false;
@@ -722,6 +732,8 @@ void Trainer::federate_surviving(int64_t step, bool nonfinite, StepResult& r) {
 bool Trainer::recoverable() const {
   const auto& cfg = s_.cfg;
   const auto& layout = topo_->layout();
+  // Equal groups: the kept groups' padding (a multiple of every group size) and so every shard stay as they were.
+  if (!layout.equal_groups()) return false;
   for (int g = 0; g < layout.groups(); ++g)
     if (layout.replicas(g) != 1) return false;  // a round ends by an all-gather inside the group
   return rounds_ && !rounds_->timed() && cfg.overlap == "none" && cfg.compress == "none" &&
@@ -763,7 +775,14 @@ void Trainer::recover(int64_t step) {
   engine_.aggregator->abandon_round();
   hand_over(engine_, next);
   notice_.reset();
-  engine_ = std::move(next);
+  {
+    // The old engine's collectives still queued on the comm threads end (with errors: their communicators are
+    // revoked) before those communicators are freed with it.
+    for (auto lane : {comm::Lane::Inner, comm::Lane::Federation}) comm::MpiRuntime::get().comm_thread(lane).drain();
+    Engine old = std::move(engine_);
+    engine_ = std::move(next);
+  }
+  recovered_ = true;
   topo_ = engine_.topo.get();
   sharded_ = engine_.sharded.get();
   if (topo_->layout().groups() > 1) notice_.emplace(topo_->layout(), topo_->world_rank(), base_);

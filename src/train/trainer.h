@@ -134,6 +134,7 @@ class Trainer {
   std::optional<StopNotice> notice_;  // several groups: tells the others when this one stops
   bool pending_round_ = false;  // this group stopped at a round that did not take place (restored: hold it first)
   bool round_unapplied_ = false;  // federate() has begun a round and not applied it: it can be held again
+  bool recovered_ = false;        // groups were lost and the job went on (Trainer::recover)
   double slow_ = 1;          // train.slow: this rank's compute stretch
   double clock_step_ = 0;    // federation.clock = emulated: the seconds one step of this group counts, else 0
   // Time-based rounds: due evaluations/checkpoints wait for the next round's agreement; tokens of all groups
