@@ -93,7 +93,7 @@ refused() {  # WHAT NP PATTERN ARGS...
   timeout 60 "${mpi[@]}" -np "$np" $(rank_files "$tmp/refused.ranks") "$bin" train --model tiny \
     --data "$tmp/corpus" --seq-len 32 --steps 4 --threads 1 --out "$tmp/refused" "$@" >/dev/null 2>&1
   local rc=$? lines
-  rank_stderr "$tmp/refused.ranks" >"$tmp/refused.err"
+  rank_output "$tmp/refused.ranks" >"$tmp/refused.err"
   lines=$(grep -c "fedshard: error" "$tmp/refused.err")
   [ "$rc" -eq 2 ] && [ "$lines" -eq 1 ] && grep -q -- "$pattern" "$tmp/refused.err" && ok "$what" \
     || { fail "$what (exit $rc, $lines error lines)"; cat "$tmp/refused.err"; }

@@ -14,7 +14,7 @@ make_corpus
 timeout 180 "${mpi[@]}" -np 2 $(rank_files "$tmp/ranks") "$bin" train --model tiny --data "$tmp/corpus" \
   --seq-len 32 --batch-size 2 --steps 4 --threads 1 --strategy fsdp --eval-every 0 --set eval.windows=2 \
   --profile-steps 2:3 --out "$tmp/run" >"$tmp/run.log" 2>&1 || { cat "$tmp/run.log"; fail "profiled run exited non-zero"; }
-rank_stderr "$tmp/ranks" >"$tmp/ranks.err"
+rank_output "$tmp/ranks" >"$tmp/ranks.err"
 
 for r in 0 1; do
   table=$tmp/run/profile/rank$r.txt

@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # In-job recovery under ULFM (mpirun --with-ft ulfm): fl-fsdp, 4 groups of 2 on 8 ranks, K = 4, 12 steps. Group
-# 2's ranks are killed (kill -9 from FEDSHARD_FAULT) at the round's step 8 and, separately, at step 6 between
-# rounds; then only rank 5, whose partner must leave (comm/survivors.h says why). Each time the kept groups
-# hold the step-8 round again without group 2 and finish the job in the same processes, no checkpoint read:
-#  - steps 1-8 and the evaluations before that round are the uninterrupted run's, bit for bit;
-#  - every round leaves every group with the same global model (federation.audit), 3 groups from step 8 on;
-#  - steps 9-12 differ from the uninterrupted run's (group 2 is out of the average) and equal, with the
-#    evaluations, those of a relaunch of the kept groups on 6 ranks from the step-8 checkpoint the recovered
-#    job wrote: the rebuilt engine, the handed-over state and the data dealt over the kept groups are what a
-#    fresh start from the same state gives.
+# 2's ranks are killed (kill -9 from FEDSHARD_FAULT, by launch rank) at the round's step 8; then only rank 5, at
+# step 6 between rounds, whose partner must leave (comm/survivors.h says why); then rank 0 while it writes the
+# step-8 checkpoint (after the round; group 0 leaves, the metrics writer with it); then two losses in a row:
+# group 2 at the round's step 4, rank 6 in the step-8 evaluation. Each time the kept groups hold the round (or
+# the evaluation, or the checkpoint) again without the lost group and finish the job in the same processes, no
+# checkpoint read:
+#  - the steps and evaluations before the first loss's round are the uninterrupted run's, bit for bit;
+#  - every round leaves every group with the same global model (federation.audit), with the groups left then;
+#  - the steps after the last recovery differ from the uninterrupted run's and equal, with the evaluations,
+#    those of a relaunch of the kept groups from the checkpoint the recovered job wrote at that round: the
+#    rebuilt engine, the handed-over state and the data dealt over the kept groups are what a fresh start from
+#    the same state gives;
+#  - one "final validation" line, printed by the first kept rank.
 # Usage: recovery.sh FEDSHARD_BINARY
 set -u
 bin=$(realpath "$1")
@@ -26,16 +30,16 @@ run() {  # NP OUT [ARGS...]: exit status of mpirun (under ULFM, with each rank's
   timeout 240 mpirun --with-ft ulfm --oversubscribe --allow-run-as-root ${FEDSHARD_FAULT:+-x FEDSHARD_FAULT} \
     -np "$np" $(rank_files "$out.ranks") "$bin" "${args[@]}" --out "$out" "$@" >"$out.log" 2>&1
 }
-# "step N loss" and "eval N val_loss" lines of a run, floats printed exactly: those before the step-8 round
-# (steps 1-8, evaluations before 8) or from step 9 on.
-numbers() {  # RUN before|after
+# "step N loss" and "eval N val_loss" lines of a run, floats printed exactly: those up to the round at step AT
+# (steps 1-AT, evaluations before AT) or after it.
+numbers() {  # RUN before|after AT
   $py -c "
 import json
 for l in open('$1/metrics.jsonl'):
     j = json.loads(l)
     if j['type'] not in ('step', 'eval'): continue
-    before = j['step'] <= 8 if j['type'] == 'step' else j['step'] < 8
-    after = j['step'] >= 9
+    before = j['step'] <= $3 if j['type'] == 'step' else j['step'] < $3
+    after = j['step'] > $3
     if (before and '$2' == 'before') or (after and '$2' == 'after'):
         print(j['type'], j['step'], repr(j['loss'] if j['type'] == 'step' else j['val_loss']))"
 }
@@ -54,38 +58,58 @@ for r in sorted(sums):
 
 run 8 "$tmp/ref" || fail "the uninterrupted run"
 
-scenario() {  # NAME DIR FAULT LOST-RANKS LEAVING-RANK
-  local name=$1 dir="$tmp/$2" lost_ranks=$4 leaving=$5
+scenario() {  # NAME DIR FAULT LOST LEAVING-RANK AUDIT: LOST is "step|lost ids|kept ids|lost ranks;" per group_lost line
+  local name=$1 dir="$tmp/$2" expected_lost=$4 leaving=$5 expected_audit=$6
   FEDSHARD_FAULT=$3 run 8 "$dir"
-  local rc=$? errors lost seconds
+  local rc=$? errors lost seconds first last kept
   [ "$rc" -lt 124 ] || { fail "$name: mpirun timed out (exit $rc)"; return; }
-  errors=$(rank_stderr "$dir.ranks" | grep "fedshard: error")
+  errors=$(rank_output "$dir.ranks" | grep "fedshard: error")
   [ -z "$errors" ] || { fail "$name: $errors"; return; }
   grep -q '"type":"summary"' "$dir/metrics.jsonl" || { fail "$name: the job did not finish"; return; }
   lost=$($py -c "
 import json
 for l in open('$dir/metrics.jsonl'):
     j = json.loads(l)
-    if j['type'] == 'group_lost': print(j['step'], j['lost_group_ids'], j['group_ids'], j['lost_ranks'], sep='|')")
-  [ "$lost" = "8|[2]|[0, 1, 3]|$lost_ranks" ] || { fail "$name: group_lost line: '$lost'"; return; }
-  seconds=$(grep '"type":"group_lost"' "$dir/metrics.jsonl" | sed 's/.*"recover_s":\([0-9.]*\).*/\1/')
+    if j['type'] == 'group_lost': print(j['step'], j['lost_group_ids'], j['group_ids'], j['lost_ranks'], sep='|', end=';')")
+  [ "$lost" = "$expected_lost" ] || { fail "$name: group_lost lines: '$lost'"; return; }
+  seconds=$(grep '"type":"group_lost"' "$dir/metrics.jsonl" | sed 's/.*"recover_s":\([0-9.]*\).*/\1/' | paste -sd/)
   if [ -n "$leaving" ]; then
-    rank_stderr "$dir.ranks" | grep -q "rank $leaving of group 2: .* groups \[2\] leave the job, which goes on with groups \[0,1,3\]" ||
+    rank_output "$dir.ranks" | grep -q "rank $leaving of group [0-9]: .* leave the job, which goes on with groups" ||
       { fail "$name: rank $leaving did not say it leaves"; return; }
   fi
-  cmp -s <(numbers "$dir" before) <(numbers "$tmp/ref" before) ||
-    { fail "$name: steps 1-8 differ from the uninterrupted run"; return; }
-  cmp -s <(numbers "$dir" after) <(numbers "$tmp/ref" after) &&
-    { fail "$name: steps 9-12 are the 4 groups' (group 2 still averaged?)"; return; }
-  [ "$(audit "$dir" | tr '\n' ' ')" = "1: 4 groups, equal 2: 3 groups, equal 3: 3 groups, equal " ] ||
+  local twice
+  twice=$($py -c "
+import collections, json
+n = collections.Counter((j['type'], j['step']) for j in map(json.loads, open('$dir/metrics.jsonl')) if j['type'] in ('step', 'eval'))
+print(' '.join(f'{t} {s}' for (t, s), c in sorted(n.items()) if c > 1))")
+  [ -z "$twice" ] || { fail "$name: metrics lines written twice: $twice"; return; }
+  [ "$(rank_output "$dir.ranks" | grep -c "^final validation")" -eq 1 ] ||
+    { fail "$name: not one 'final validation' line (the first kept rank prints it)"; return; }
+  first=${lost%%|*} last=${lost%;} last=${last##*;}
+  kept=$(echo "$last" | cut -d'|' -f3 | tr -cd ',' | wc -c) kept=$((kept + 1)) last=${last%%|*}
+  cmp -s <(numbers "$dir" before "$first") <(numbers "$tmp/ref" before "$first") ||
+    { fail "$name: steps 1-$first differ from the uninterrupted run"; return; }
+  cmp -s <(numbers "$dir" after "$last") <(numbers "$tmp/ref" after "$last") &&
+    { fail "$name: steps after $last are the 4 groups' (a lost group still averaged?)"; return; }
+  [ "$(audit "$dir" | tr '\n' ' ')" = "$expected_audit " ] ||
     { fail "$name: audit of the rounds: $(audit "$dir" | tr '\n' ' ')"; return; }
-  run 6 "$dir.relaunch" --resume "$dir/checkpoints/step-00000008" || { fail "$name: the relaunch from step 8"; return; }
-  cmp -s <(numbers "$dir" after) <(numbers "$dir.relaunch" after) && [ "$(numbers "$dir" after | grep -c ^step)" -eq 4 ] ||
-    { fail "$name: steps 9-12 differ from a relaunch of the kept groups"; diff <(numbers "$dir" after) <(numbers "$dir.relaunch" after) | head -4; return; }
-  ok "$name: group 2 lost, the step-8 round held again by groups 0, 1, 3 in $seconds s, every round's groups equal, steps 9-12 a relaunch's (mpirun exit $rc)"
+  run $((2 * kept)) "$dir.relaunch" --resume "$dir/checkpoints/$(printf step-%08d "$last")" ||
+    { fail "$name: the relaunch from step $last"; return; }
+  cmp -s <(numbers "$dir" after "$last") <(numbers "$dir.relaunch" after "$last") &&
+    [ "$(numbers "$dir" after "$last" | grep -c ^step)" -eq $((12 - last)) ] ||
+    { fail "$name: steps after $last differ from a relaunch of the kept groups"
+      diff <(numbers "$dir" after "$last") <(numbers "$dir.relaunch" after "$last") | head -4; return; }
+  ok "$name: ${lost%;}; recovered in $seconds s, every round's groups equal, the steps after $last a relaunch's (mpirun exit $rc)"
 }
-scenario "both ranks of group 2 killed at the round's step" at-round kill:4:8,kill:5:8 "[4, 5]" ""
-scenario "both ranks of group 2 killed between rounds (step 6)" between kill:4:6,kill:5:6 "[4, 5]" ""
-scenario "rank 5 killed (step 6), its partner leaves" one-rank kill:5:6 "[5]" 4
+four_then_three="1: 4 groups, equal 2: 3 groups, equal 3: 3 groups, equal"
+scenario "both ranks of group 2 killed at the round's step" at-round kill:4:8,kill:5:8 "8|[2]|[0, 1, 3]|[4, 5];" "" "$four_then_three"
+scenario "rank 5 killed (step 6), its partner leaves" one-rank kill:5:6 "8|[2]|[0, 1, 3]|[5];" 4 "$four_then_three"
+# After the step-8 round: the checkpoint is written again by the kept groups, and the next round is theirs.
+# Rank 0 (group 0) is the one lost: launch rank 2 writes metrics.jsonl and prints the final lines from then on.
+scenario "rank 0 killed while writing the step-8 checkpoint" checkpoint kill:0:8:checkpoint "8|[0]|[1, 2, 3]|[0];" 1 \
+  "1: 4 groups, equal 2: 4 groups, equal 3: 3 groups, equal"
+# Two losses: the second in the evaluation after the step-8 round (then done again by groups 0 and 1 alone).
+scenario "group 2 killed at step 4, then rank 6 in the step-8 evaluation" twice kill:4:4,kill:5:4,kill:6:8:eval \
+  "4|[2]|[0, 1, 3]|[4, 5];8|[3]|[0, 1]|[6];" 7 "1: 3 groups, equal 2: 3 groups, equal 3: 2 groups, equal"
 [ "$fails" -eq 0 ] && echo "every recovery case holds"
 [ "$fails" -eq 0 ]

@@ -34,7 +34,7 @@ run() {  # NP OUT ARGS... (exit status returned)
     "$bin" "${base[@]}" --out "$out" "$@" >"$out.log" 2>&1
 }
 ranks_of() { echo "$tmp/ranks/${1//\//_}"; }
-rank_errors() { rank_stderr "$(ranks_of "$1")" | grep "fedshard: error"; }
+rank_errors() { rank_output "$(ranks_of "$1")" | grep "fedshard: error"; }
 
 # Uninterrupted references.
 mkdir -p "$tmp/runs"

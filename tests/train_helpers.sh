@@ -2,14 +2,15 @@
 fails=0
 mpi=(mpirun --oversubscribe --allow-run-as-root)
 # rank_files DIR: mpirun's options that put each rank's output in files of its own under DIR (no other process
-# writes into its lines); rank_stderr DIR: every rank's stderr from there. Open MPI 4 writes DIR/1/rank.N/,
-# Open MPI 5 (the CUDA variant's) DIR/<job>/rank.N/ and names the option differently.
+# writes into its lines); rank_output DIR: every rank's stderr and stdout from there. Open MPI 4 writes
+# DIR/1/rank.N/{stdout,stderr}; Open MPI 5 (the CUDA variant's) DIR/<job>/rank.N/, names the option differently
+# and, asked for both files, creates only the one written first (5.0.11: PMIX_ERR_EXISTS): it merges them.
 if mpirun --version 2>/dev/null | grep -q "(Open MPI) [0-4]\."; then
   rank_files() { echo "--output-filename $1:nocopy"; }
 else
-  rank_files() { echo "--output dir=$1"; }
+  rank_files() { echo "--output merge-stderr-to-stdout,dir=$1"; }
 fi
-rank_stderr() { cat "$1"/*/rank.*/stderr 2>/dev/null; }
+rank_output() { cat "$1"/*/rank.*/std* 2>/dev/null; }
 py=/usr/bin/python3
 
 fail() {

@@ -108,7 +108,7 @@ Command add_train(CLI::App& app) {
     const auto summary = trainer.run();
     if (summary.preempted) return train::kPreemptedExit;
     if (summary.left) return 0;  // said why on stderr; the job goes on without this rank's group
-    if (mpi.world_rank() == 0) {
+    if (summary.reporter) {
       std::printf("final validation: loss %.4f, perplexity %.3f (unigram baseline of the same split: %.3f)\n",
                   summary.final_val_loss, summary.final_val_ppl, summary.unigram_val_ppl);
       std::printf("throughput: %.0f tokens/s over %lld steps\n", summary.tok_per_s,

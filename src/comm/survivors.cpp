@@ -31,6 +31,28 @@ void revoke_mpi_comm(MPI_Comm comm) {
 #endif
 }
 
+bool all_succeeded(MPI_Comm comm, bool mine) {
+#ifdef FEDSHARD_MPI_ULFM
+  int flag = mine ? 1 : 0;
+  return MPIX_Comm_agree(comm, &flag) == MPI_SUCCESS && flag == 1;
+#else
+  (void)comm;
+  return mine;
+#endif
+}
+
+std::vector<int> launch_ranks(MPI_Comm comm, const std::vector<int>& ranks) {
+  // Group operations are local: they work on a revoked communicator.
+  MPI_Group from, world;
+  MPI_Comm_group(comm, &from);
+  MPI_Comm_group(MPI_COMM_WORLD, &world);
+  std::vector<int> out(ranks.size(), MPI_UNDEFINED);
+  MPI_Group_translate_ranks(from, static_cast<int>(ranks.size()), ranks.data(), world, out.data());
+  MPI_Group_free(&from);
+  MPI_Group_free(&world);
+  return out;
+}
+
 Survivors shrink_after_failure(MPI_Comm comm) {
 #ifndef FEDSHARD_MPI_ULFM
   (void)comm;

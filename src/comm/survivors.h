@@ -26,6 +26,15 @@ struct Survivors {
 // are, again until no member died during the agreement (two failures in a row).
 Survivors shrink_after_failure(MPI_Comm comm);
 
+// Collective over the live members of `comm`, revoked or not: true on every member when every member's `mine`
+// is true and none has died, false on every member otherwise (MPIX_Comm_agree: the same answer everywhere,
+// where a collective that failed may have completed on some members). Without ULFM no peer failure is
+// reported, so it is `mine`, without communication.
+bool all_succeeded(MPI_Comm comm, bool mine);
+
+// `ranks` of comm as ranks of MPI_COMM_WORLD (a rank's number at launch, which users and mpirun name it by).
+std::vector<int> launch_ranks(MPI_Comm comm, const std::vector<int>& ranks);
+
 // Where training goes on after ranks of `old` (the ranks of its world, as Survivors::lost names them) are lost:
 // the groups none of whose ranks died, cut as before. A group that lost a rank is dropped whole, its live
 // ranks too: each of its ranks held the only copy of a shard of the group's model and optimizer state (FSDP), so

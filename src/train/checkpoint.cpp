@@ -282,7 +282,7 @@ void save_checkpoint(const std::string& run_dir, int keep, const TrainingState& 
       tensors.emplace_back("opt.slice_steps", at::tensor(std::vector<int64_t>(slice_steps.begin(), slice_steps.end()), at::kLong));
       tensors.emplace_back("rng.cpu", at::detail::getDefaultCPUGenerator().get_state());
       checksum = write_safetensors((tmp / rank_file_name(rank)).string(), tensors, {{"step", std::to_string(state.step)}});
-      maybe_inject_fault(FaultPoint::Checkpoint, rank, state.step);
+      maybe_inject_fault(FaultPoint::Checkpoint, state.step);
     } catch (const Error& e) {
       error = e.what();
     }

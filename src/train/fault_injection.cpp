@@ -12,6 +12,7 @@
 
 #include <ATen/ATen.h>
 
+#include "comm/mpi_runtime.h"
 #include "train/preemption.h"
 #include "util/error.h"
 
@@ -43,9 +44,9 @@ Fault parse_fault(const std::string& spec) {
     throw Error(cat("FEDSHARD_FAULT item '", spec, "': RANK and STEP must be integers"));
   }
   if (parts.size() == 4) {
-    FS_CHECK(parts[3] == "step" || parts[3] == "checkpoint", "FEDSHARD_FAULT point '", parts[3],
-             "' must be step or checkpoint");
-    f.point = parts[3] == "checkpoint" ? FaultPoint::Checkpoint : FaultPoint::Step;
+    FS_CHECK(parts[3] == "step" || parts[3] == "checkpoint" || parts[3] == "eval", "FEDSHARD_FAULT point '",
+             parts[3], "' must be step, checkpoint or eval");
+    f.point = parts[3] == "checkpoint" ? FaultPoint::Checkpoint : parts[3] == "eval" ? FaultPoint::Eval : FaultPoint::Step;
   }
   return f;
 }
@@ -62,6 +63,8 @@ const std::vector<Fault>& plan() {
   return p;
 }
 
+int launch_rank() { return comm::MpiRuntime::get().world_rank(); }
+
 // The fault planned for (action, rank, step), if any.
 const Fault* find_fault(const std::string& action, int rank, int64_t step) {
   for (const auto& f : plan())
@@ -73,7 +76,8 @@ const Fault* find_fault(const std::string& action, int rank, int64_t step) {
 
 void validate_fault_plan() { plan(); }
 
-void maybe_inject_fault(FaultPoint point, int rank, int64_t step, const std::function<bool()>& released) {
+void maybe_inject_fault(FaultPoint point, int64_t step, const std::function<bool()>& released) {
+  const int rank = launch_rank();
   for (const auto& f : plan()) {
     if (f.point != point || f.rank != rank || f.step != step || f.action == "nan" || f.action == "inf") continue;
     if (f.action == "kill") std::raise(SIGKILL);
@@ -90,8 +94,8 @@ void maybe_inject_fault(FaultPoint point, int rank, int64_t step, const std::fun
   }
 }
 
-bool inject_nan(int rank, int64_t step) { return find_fault("nan", rank, step) != nullptr; }
+bool inject_nan(int64_t step) { return find_fault("nan", launch_rank(), step) != nullptr; }
 
-bool inject_inf(int rank, int64_t step) { return find_fault("inf", rank, step) != nullptr; }
+bool inject_inf(int64_t step) { return find_fault("inf", launch_rank(), step) != nullptr; }
 
 }  // namespace fedshard::train

@@ -576,8 +576,8 @@ Trainer::StepResult Trainer::train_step(int64_t step) {
     r.optimizer_seconds += std::chrono::duration<double>(Clock::now() - opt0).count();
     if (held_) held_->save(static_cast<int>(j));
   }
-  maybe_inject_fault(FaultPoint::Step, topo_->world_rank(), step, [this] { return notice_ && notice_->received(); });
-  if (inject_inf(topo_->world_rank(), step)) {
+  maybe_inject_fault(FaultPoint::Step, step, [this] { return notice_ && notice_->received(); });
+  if (inject_inf(step)) {
     at::NoGradGuard no_grad;
     sharded_->units().at(1)->flat().shard().detach()[0].fill_(std::numeric_limits<double>::infinity());
   }
@@ -595,7 +595,7 @@ Trainer::StepResult Trainer::train_step(int64_t step) {
   const bool mine_up = rounds_ && rounds_->timed() && topo_->coords().position == 0 && rounds_->time_up(step_time);
   l[flag + 1] = mine_up ? 1.0 : 0.0;
   if (rounds_ && (rounds_->timed() || rounds_->due(step))) l[flag + 2] = engine_.aggregator->nonfinite_flag();
-  if (inject_nan(topo_->world_rank(), step)) l[0].fill_(std::nan(""));
+  if (inject_nan(step)) l[0].fill_(std::nan(""));
   topo_->group().all_reduce(l, comm::ReduceOp::Mean, comm::Traffic::Control)->wait();
   const auto host = l.cpu();
   r.loss = host[0].item<double>();
@@ -729,6 +729,20 @@ void Trainer::federate_surviving(int64_t step, bool nonfinite, StepResult& r) {
   federate(step, nonfinite, r);
 }
 
+void Trainer::surviving(int64_t step, const std::function<void()>& work) {
+  if (!recoverable()) return work();
+  bool done = true;
+  try {
+    work();
+  } catch (const comm::PeerLost&) {
+    topo_->revoke_all();  // the ranks still inside `work`'s collectives (a ring waits on a live peer) leave them
+    done = false;
+  }
+  if (comm::all_succeeded(topo_->base(), done)) return;
+  recover(step);
+  work();
+}
+
 bool Trainer::recoverable() const {
   const auto& cfg = s_.cfg;
   const auto& layout = topo_->layout();
@@ -747,13 +761,16 @@ void Trainer::recover(int64_t step) {
   auto survivors = comm::shrink_after_failure(topo_->base());
   auto kept = comm::regroup(survivors, old);
   MPI_Comm_free(&survivors.comm);
+  // Named as at launch: after an earlier loss, ranks of the base communicator are numbered differently.
+  const std::string lost_ranks = nlohmann::json(comm::launch_ranks(topo_->base(), survivors.lost)).dump();
+  const int launch_rank = comm::MpiRuntime::get().world_rank();
   std::vector<int> lost_ids, kept_ids;
   for (int g : kept.lost_groups) lost_ids.push_back(s_.group_ids.at(g));
   for (int g : kept.kept_groups) kept_ids.push_back(s_.group_ids.at(g));
   const std::string lost_json = nlohmann::json(lost_ids).dump(), kept_json = nlohmann::json(kept_ids).dump();
   if (kept.comm == MPI_COMM_NULL)
-    throw LeftJob{cat("rank ", topo_->world_rank(), " of group ", s_.group_ids.at(topo_->coords().group),
-                      ": lost rank(s) ", nlohmann::json(survivors.lost).dump(), " at step ", step, "; groups ",
+    throw LeftJob{cat("rank ", launch_rank, " of group ", s_.group_ids.at(topo_->coords().group),
+                      ": lost rank(s) ", lost_ranks, " at step ", step, "; groups ",
                       lost_json, " leave the job, which goes on with groups ", kept_json)};
   FS_CHECK(!kept.kept_groups.empty(), "every group lost a rank at step ", step);
   // The run's tokens so far: every group's through the last round, the kept groups' since (the lost groups'
@@ -801,23 +818,24 @@ void Trainer::recover(int64_t step) {
   metrics_.write({{"type", "group_lost"},
                   {"step", step},
                   {"lost_group_ids", lost_ids},
-                  {"lost_ranks", survivors.lost},
+                  {"lost_ranks", nlohmann::json::parse(lost_ranks)},
                   {"group_ids", kept_ids},
                   {"group_sizes", kept.layout.group_sizes()},
                   {"recover_s", seconds}});
   std::fprintf(stderr, "fedshard: lost rank(s) %s at step %lld: groups %s left the job, groups %s go on (%.2f s)\n",
-               nlohmann::json(survivors.lost).dump().c_str(), static_cast<long long>(step), lost_json.c_str(),
+               lost_ranks.c_str(), static_cast<long long>(step), lost_json.c_str(),
                kept_json.c_str(), seconds);
 }
 
 void Trainer::audit_round(int64_t step) {
   // Each rank its own file: no communication, so the audit changes no byte count and no timing of the run.
+  // Named by launch rank and group id, which stay when the job goes on without a lost group.
   const auto dir = std::filesystem::path(s_.cfg.out) / "audit";
   std::filesystem::create_directories(dir);
   char name[40];
-  std::snprintf(name, sizeof name, "rank-%05d.jsonl", topo_->world_rank());
+  std::snprintf(name, sizeof name, "rank-%05d.jsonl", comm::MpiRuntime::get().world_rank());
   std::ofstream f(dir / name, std::ios::app);
-  f << nlohmann::json{{"round", rounds_->syncs()}, {"step", step}, {"group", topo_->coords().group},
+  f << nlohmann::json{{"round", rounds_->syncs()}, {"step", step}, {"group", s_.group_ids.at(topo_->coords().group)},
                       {"checksum", engine_.aggregator->global_checksum()}}.dump()
     << "\n";
   FS_CHECK(f.good(), "cannot write ", (dir / name).string());
@@ -880,7 +898,20 @@ void Trainer::log_step(const StepResult& r) {
 }
 
 void Trainer::log_eval(int64_t step, const std::string& model_kind, comm::Communicator& comm) {
-  const auto r = evaluate(*sharded_, *s_.val, s_.cfg.eval_windows, s_.cfg.batch_size, comm);
+  write_eval(step, model_kind, evaluate(*sharded_, *s_.val, s_.cfg.eval_windows, s_.cfg.batch_size, comm));
+}
+
+void Trainer::log_global_eval(int64_t step) {
+  // Written once, after every rank agreed that the evaluation succeeded.
+  EvalResult r;
+  surviving(step, [&] {
+    maybe_inject_fault(FaultPoint::Eval, step);
+    r = evaluate(*sharded_, *s_.val, s_.cfg.eval_windows, s_.cfg.batch_size, topo_->world());
+  });
+  write_eval(step, "global", r);
+}
+
+void Trainer::write_eval(int64_t step, const std::string& model_kind, const EvalResult& r) {
   if (model_kind == "global") {
     last_val_loss_ = r.loss;
     last_val_ppl_ = r.ppl;
@@ -940,7 +971,7 @@ TrainSummary Trainer::run() {
       if (s_.cfg.overlap != "none")
         engine_.aggregator->with_global_model([&] { log_eval(step, "global", topo_->world()); });
       else
-        log_eval(step, "global", topo_->world());
+        log_global_eval(step);
       eval_due = false;
       eval_wanted_ = false;
     }
@@ -953,7 +984,7 @@ TrainSummary Trainer::run() {
     // A stop is agreed by every rank at the same point: at an agreement, or every step with one group.
     const bool checkpoint = !s_.emulation.active() && (r.stop || (timed ? r.aggregated && (r.round.any.checkpoint || last)
                                              : (cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0) || last));
-    if (checkpoint) save(r);
+    if (checkpoint) surviving(step, [&] { save(r); });
     if (r.stop) {
       progress.finish();
       if (profiler_) profiler_->finish();
@@ -967,12 +998,24 @@ TrainSummary Trainer::run() {
     }
     return last ? Next::End : Next::Continue;
   };
+  // A rank whose group lost a rank leaves (Trainer::recover), saying why.
+  const auto left = [](const LeftJob& e, int64_t step) {
+    std::fprintf(stderr, "fedshard: %s\n", e.message.c_str());
+    TrainSummary summary;
+    summary.steps = step;
+    summary.left = true;
+    return summary;
+  };
   Next next = Next::Continue;
   if (pending_round_) {
     StepResult r;
     r.step = start_step_ - 1;
-    federate(r.step, /*nonfinite=*/false, r);
-    next = conclude(r, /*replayed=*/true);
+    try {
+      federate(r.step, /*nonfinite=*/false, r);
+      next = conclude(r, /*replayed=*/true);
+    } catch (const LeftJob& e) {
+      return left(e, r.step);
+    }
     if (next == Next::End) last_step = r.step;
   }
   for (int64_t step = start_step_; step <= cfg.steps && next == Next::Continue; ++step) {
@@ -990,15 +1033,11 @@ TrainSummary Trainer::run() {
                         "(in-job recovery covers losses that the kept groups see at a federation round); resume ",
                         "from the last checkpoint"));
       }
-    } catch (const LeftJob& left) {
-      std::fprintf(stderr, "fedshard: %s\n", left.message.c_str());
-      TrainSummary summary;
-      summary.steps = step;
-      summary.left = true;
-      return summary;
+      r.profiled = profiler_ && profiler_->after_step(step);
+      next = conclude(r, /*replayed=*/false);
+    } catch (const LeftJob& e) {
+      return left(e, step);
     }
-    r.profiled = profiler_ && profiler_->after_step(step);
-    next = conclude(r, /*replayed=*/false);
     if (next != Next::Continue) last_step = step;
   }
   if (next == Next::Stop) {
@@ -1033,6 +1072,7 @@ TrainSummary Trainer::run() {
   summary.unigram_val_ppl = s_.train->manifest().unigram_val_ppl.value_or(0.0);
   const double step_tokens = static_cast<double>(world_tokens_per_step());
   summary.tok_per_s = timed_steps_ > 0 ? step_tokens * timed_steps_ / step_seconds_sum_ : step_tokens / wall;
+  summary.reporter = topo_->world_rank() == 0;
   if (topo_->world_rank() == 0) {
     // Counted at the MPI sends, next to the ring formula's figure, per tier and per communicator (rank 0's).
     nlohmann::json bytes, formula, by_comm;

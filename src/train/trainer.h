@@ -4,6 +4,7 @@
 
 #include <array>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -21,6 +22,7 @@
 #include "train/checkpoint.h"
 #include "train/config.h"
 #include "train/engine.h"
+#include "train/evaluator.h"
 #include "train/group_states.h"
 #include "train/lr_schedule.h"
 #include "train/metrics.h"
@@ -59,6 +61,7 @@ struct TrainSummary {
   double tok_per_s = 0;
   bool preempted = false;  // stopped by a signal after writing a checkpoint; exit kPreemptedExit
   bool left = false;       // this rank's group lost a rank and left the job, which went on without it
+  bool reporter = false;   // rank 0 of the ranks that trained to the end (not launch rank 0 after a lost group)
 };
 
 class Trainer {
@@ -93,6 +96,10 @@ class Trainer {
   // over the kept groups (as a relaunch of them would) and log a group_lost line. Nothing is read from disk and
   // no process restarts.
   void recover(int64_t step);
+  // `work` (an evaluation, a checkpoint: collectives over the world that change no training state). In a
+  // recoverable configuration every rank then agrees whether it succeeded everywhere (a collective may fail on
+  // some ranks only); if not, all recover() and do `work` again over the kept groups.
+  void surviving(int64_t step, const std::function<void()>& work);
   // Forward and backward over every micro-batch this rank plays for held group j (its virtual ranks x
   // train.grad_accum), gradients reduced once; returns the mean loss (a device scalar).
   at::Tensor forward_backward(int64_t step, size_t j);
@@ -100,7 +107,10 @@ class Trainer {
   void save(const StepResult& r);  // a checkpoint after r's step (collective over the world)
   void audit_round(int64_t step);  // federation.audit: this rank's part of the global model's checksum
   // Evaluates over `comm` (the world for the global model, the group for a group's local model); rank 0 logs.
+  // Evaluates the model over comm's ranks and writes the eval line; the global model's in surviving().
   void log_eval(int64_t step, const std::string& model_kind, comm::Communicator& comm);
+  void log_global_eval(int64_t step);
+  void write_eval(int64_t step, const std::string& model_kind, const EvalResult& r);
   nlohmann::json link_summary() const;  // null without link emulation
   nlohmann::json resolved_config() const;
   // Drops metrics lines of steps after `step` (a resumed run rewrites them) and reopens for appending.
