@@ -80,7 +80,7 @@ Command add_train(CLI::App& app) {
   for (const auto& [key, help] : train::config_keys()) keys += "  " + key + ": " + help + "\n";
   c.app->footer(keys);
 
-  c.run = [args, sub = c.app] {
+  auto overrides_of = [args, sub = c.app] {
     train::Overrides overrides;
     for (const auto& [flag, key, help] : flags())
       if (sub->count(flag) > 0) overrides.push_back({key, args->named.at(flag), flag});
@@ -96,6 +96,11 @@ Command add_train(CLI::App& app) {
       const auto tier = comm::parse_tier(l.substr(0, eq));
       overrides.push_back({std::string("network.") + comm::tier_metric_key(tier), l.substr(eq + 1), "--link"});
     }
+    return overrides;
+  };
+  c.precheck = [args, overrides_of] { train::load_config(args->config, overrides_of()); };
+  c.run = [args, overrides_of] {
+    const auto overrides = overrides_of();
     // A file size limit (ulimit -f) must surface as a write error, not kill the rank.
     std::signal(SIGXFSZ, SIG_IGN);
     train::install_preemption_handlers();

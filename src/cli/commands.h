@@ -11,6 +11,9 @@ struct Command {
   CLI::App* app = nullptr;
   bool needs_mpi = false;     // train/eval run under mpirun; the others are single-process tools
   std::function<int()> run;   // returns the exit status; throws fedshard::Error on bad input
+  // Checks what needs no MPI (flags, the config); main runs it before MPI_Init where the process was started
+  // alone, so that a bad flag costs no MPI start-up. Under a launcher every rank would report it: run() does.
+  std::function<void()> precheck;
 };
 
 Command add_info(CLI::App& app);

@@ -58,6 +58,7 @@ int main(int argc, char** argv) {
   int rank = 0, world = 1;
   try {
     if (cmd->needs_mpi) {
+      if (cmd->precheck && comm::MpiRuntime::started_alone()) cmd->precheck();
       mpi = std::make_unique<comm::MpiRuntime>(&argc, &argv);
       rank = mpi->world_rank();
       world = mpi->world_size();

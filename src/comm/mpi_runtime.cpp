@@ -49,6 +49,14 @@ MpiRuntime::~MpiRuntime() {
   MPI_Finalize();
 }
 
+bool MpiRuntime::started_alone() {
+  // What the launchers put in each rank's environment: Open MPI's, PMIx's (Open MPI 5, srun --mpi=pmix), PMI's
+  // (MPICH's Hydra, srun --mpi=pmi2) and Slurm's. Missing one only forgoes the early check.
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "PMI_FD", "SLURM_PROCID"})
+    if (std::getenv(v) != nullptr) return false;
+  return true;
+}
+
 MpiRuntime& MpiRuntime::get() {
   FS_ASSERT(g_runtime != nullptr, "no MpiRuntime: create one in main()");
   return *g_runtime;

@@ -17,6 +17,8 @@ class MpiRuntime {
   MpiRuntime(const MpiRuntime&) = delete;
   MpiRuntime& operator=(const MpiRuntime&) = delete;
 
+  // No launcher (mpirun, mpiexec, srun) started this process: MPI_Init would make it a singleton, world of 1.
+  static bool started_alone();
   static MpiRuntime& get();  // the live runtime; FS_ASSERTs that one exists
   int world_rank() const { return world_rank_; }
   int world_size() const { return world_size_; }
