@@ -6,6 +6,7 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "engine_fixture.h"
@@ -105,6 +106,28 @@ TEST(Checkpoint, ReslicesToAnotherStrategyAndLayout) {
   EXPECT_TRUE(at::equal(full_state(b, "exp_avg"), want_m));
   // The restored run trains on from there.
   train_steps(b, 1, 4);
+}
+
+// The kept groups write a step's checkpoint again after a rank was lost while writing it (in-job recovery).
+TEST(Checkpoint, ACheckpointWrittenAgainReplacesTheStepWhole) {
+  const auto cfg = reference::tiny_config();
+  const ScratchDir scratch("again");
+  const auto& dir = scratch.path();
+  fixture::Engine a(cfg, {0, 0, 0}, f64());
+  train_steps(a, 2);
+  train::save_checkpoint(dir.string(), 2, {2, 0, 0, {0}}, config_json("fsdp"), cfg, *a.topo, *a.sharded, *a.optimizer, nullptr);
+  train_steps(a, 1, 3);
+  train::save_checkpoint(dir.string(), 2, {2, 0, 0, {0}}, config_json("fsdp"), cfg, *a.topo, *a.sharded, *a.optimizer, nullptr);
+  const auto meta = train::load_checkpoint_meta(*train::find_checkpoint("auto", dir.string()), cfg, true, world_rank());
+  fixture::Engine b(cfg, {0, 0, 0}, f64());
+  train::restore_checkpoint(meta, *b.topo, "fsdp", *b.sharded, *b.optimizer, nullptr);
+  EXPECT_EQ(b.optimizer->steps(), 3);
+  EXPECT_EQ(fixture::max_abs_diff(b.sharded->full_parameters(), a.sharded->full_parameters()), 0.0);
+  MPI_Barrier(MPI_COMM_WORLD);
+  std::vector<std::string> entries;
+  for (const auto& e : fs::directory_iterator(dir / "checkpoints")) entries.push_back(e.path().filename().string());
+  std::sort(entries.begin(), entries.end());
+  EXPECT_EQ(entries, (std::vector<std::string>{"latest", "step-00000002"}));
 }
 
 TEST(Checkpoint, MidRoundFederatedCheckpointRestoresExactlyOrAsTheGroupAverage) {

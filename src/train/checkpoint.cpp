@@ -345,8 +345,8 @@ void save_checkpoint(const std::string& run_dir, int keep, const TrainingState& 
       write_file_atomically((tmp / "meta.json").string(), meta.dump(1) + "\n");
       const fs::path final_dir = root / name;
       std::error_code ec;
-      fs::remove_all(final_dir, ec);
-      rename_file(tmp.string(), final_dir.string());
+      // A checkpoint of this step already there (written again after a lost group) is swapped out whole.
+      replace_dir(tmp.string(), final_dir.string());
       sync_dir(root.string());
       write_file_atomically((root / "latest").string(), name + "\n");
       // Keep the newest `keep` complete checkpoints.

@@ -63,6 +63,22 @@ void rename_file(const std::string& from, const std::string& to) {
            std::strerror(errno));
 }
 
+void replace_dir(const std::string& from, const std::string& to) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(to)) return rename_file(from, to);
+  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_EXCHANGE) == 0) {
+    fs::remove_all(from, ec);  // the old one, now
+    return;
+  }
+  const fs::path target(to);
+  const fs::path aside = target.parent_path() / ("." + target.filename().string() + ".replaced");
+  fs::remove_all(aside, ec);
+  rename_file(to, aside.string());
+  rename_file(from, to);
+  fs::remove_all(aside, ec);
+}
+
 std::string read_file(const std::string& path) {
   UniqueFd f = open_file(path, O_RDONLY);
   struct stat st;

@@ -35,6 +35,10 @@ void write_all(const UniqueFd& f, const void* data, size_t bytes);
 void write_all_at(const UniqueFd& f, const void* data, size_t bytes, off_t offset);
 void sync_file(const UniqueFd& f);
 void rename_file(const std::string& from, const std::string& to);
+// Puts directory `from` where `to` is and removes the old `to`: swapped in one step (renameat2's
+// RENAME_EXCHANGE), so a reader or a crash sees the old directory or the new one, never neither; where the file
+// system cannot swap (some network file systems), the old one is first moved aside beside it.
+void replace_dir(const std::string& from, const std::string& to);
 std::string read_file(const std::string& path);
 
 // Runs `write` on path.tmp, fsyncs it, renames it onto path and fsyncs the directory: readers see the old
