@@ -46,7 +46,9 @@ Fault parse_fault(const std::string& spec) {
   if (parts.size() == 4) {
     FS_CHECK(parts[3] == "step" || parts[3] == "checkpoint" || parts[3] == "eval", "FEDSHARD_FAULT point '",
              parts[3], "' must be step, checkpoint or eval");
-    f.point = parts[3] == "checkpoint" ? FaultPoint::Checkpoint : parts[3] == "eval" ? FaultPoint::Eval : FaultPoint::Step;
+    f.point = parts[3] == "checkpoint" ? FaultPoint::Checkpoint
+              : parts[3] == "eval"       ? FaultPoint::Eval
+                                         : FaultPoint::Step;
   }
   return f;
 }

@@ -1,10 +1,12 @@
 // Failure injection for the robustness tests: FEDSHARD_FAULT=ACTION:RANK:STEP[:POINT][,...] makes launch rank
-// RANK (its rank in MPI_COMM_WORLD: its number stays when the job goes on without a lost group) fail at optimizer step STEP (each item of the list). ACTION: throw (an exception, as a bug would), kill
-// (SIGKILL, as the OOM killer would), nan (the loss becomes NaN), inf (a master weight becomes infinite),
-// stall (the rank sleeps 60 s, as a hung node would, or until a preemption signal or a stop notice reaches
-// it: a test's kill or signal from outside then lands at a known step), alloc (LibTorch is asked for 2^50
-// bytes: its own out-of-memory error). POINT: step (default, after backward), checkpoint (in the middle of
-// writing that step's checkpoint) or eval (before that step's evaluation of the global model). Unset in normal runs; a malformed value is an error, not ignored.
+// RANK (its rank in MPI_COMM_WORLD: its number stays when the job goes on without a lost group) fail at
+// optimizer step STEP (each item of the list). ACTION: throw (an exception, as a bug would), kill (SIGKILL, as
+// the OOM killer would), nan (the loss becomes NaN), inf (a master weight becomes infinite), stall (the rank
+// sleeps 60 s, as a hung node would, or until a preemption signal or a stop notice reaches it: a test's kill or
+// signal from outside then lands at a known step), alloc (LibTorch is asked for 2^50 bytes: its own
+// out-of-memory error). POINT: step (default, after backward), checkpoint (in the middle of writing that step's
+// checkpoint) or eval (before that step's evaluation of the global model). Unset in normal runs; a malformed
+// value is an error, not ignored.
 #pragma once
 
 #include <cstdint>

@@ -762,15 +762,16 @@ void Trainer::recover(int64_t step) {
   auto kept = comm::regroup(survivors, old);
   MPI_Comm_free(&survivors.comm);
   // Named as at launch: after an earlier loss, ranks of the base communicator are numbered differently.
-  const std::string lost_ranks = nlohmann::json(comm::launch_ranks(topo_->base(), survivors.lost)).dump();
+  const auto lost_ranks = comm::launch_ranks(topo_->base(), survivors.lost);
   const int launch_rank = comm::MpiRuntime::get().world_rank();
   std::vector<int> lost_ids, kept_ids;
   for (int g : kept.lost_groups) lost_ids.push_back(s_.group_ids.at(g));
   for (int g : kept.kept_groups) kept_ids.push_back(s_.group_ids.at(g));
   const std::string lost_json = nlohmann::json(lost_ids).dump(), kept_json = nlohmann::json(kept_ids).dump();
+  const std::string lost_ranks_json = nlohmann::json(lost_ranks).dump();
   if (kept.comm == MPI_COMM_NULL)
     throw LeftJob{cat("rank ", launch_rank, " of group ", s_.group_ids.at(topo_->coords().group),
-                      ": lost rank(s) ", lost_ranks, " at step ", step, "; groups ",
+                      ": lost rank(s) ", lost_ranks_json, " at step ", step, "; groups ",
                       lost_json, " leave the job, which goes on with groups ", kept_json)};
   FS_CHECK(!kept.kept_groups.empty(), "every group lost a rank at step ", step);
   // The run's tokens so far: every group's through the last round, the kept groups' since (the lost groups'
@@ -818,12 +819,12 @@ void Trainer::recover(int64_t step) {
   metrics_.write({{"type", "group_lost"},
                   {"step", step},
                   {"lost_group_ids", lost_ids},
-                  {"lost_ranks", nlohmann::json::parse(lost_ranks)},
+                  {"lost_ranks", lost_ranks},
                   {"group_ids", kept_ids},
                   {"group_sizes", kept.layout.group_sizes()},
                   {"recover_s", seconds}});
   std::fprintf(stderr, "fedshard: lost rank(s) %s at step %lld: groups %s left the job, groups %s go on (%.2f s)\n",
-               lost_ranks.c_str(), static_cast<long long>(step), lost_json.c_str(),
+               lost_ranks_json.c_str(), static_cast<long long>(step), lost_json.c_str(),
                kept_json.c_str(), seconds);
 }
 
