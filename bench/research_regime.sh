@@ -4,7 +4,8 @@
 # cosine to 0, no clipping, micro-batch 2 per rank, K = 8, the same unscaled lr for every strategy; fsdp over
 # all 512, hsdp H = 4, fl-fsdp 128 groups of 4, fl-hsdp 16 groups of 32 with H = 4; each for every seed.
 # Prints and writes (docs/results/research_regime/MODEL/table[-TAG].md) the final validation perplexity per seed,
-# the mean and the spread, and keeps each run's metrics.jsonl and config.json there.
+# the mean and the spread of every finished run of that model and tag, and keeps each run's metrics.jsonl and
+# config.json there.
 # Usage: bench/research_regime.sh [BUILD_DIR]    (after make build; fetches and prepares Brown if needed)
 #   env: MODEL (tiny), SEEDS ("0 1 2"), STEPS (64), SEQ (64), LR (3e-4), W (512),
 #        ARMS ("fsdp hsdp fl-fsdp fl-hsdp"), G (fl-fsdp's groups, W/4), K (8), FL_ARGS (more train flags for the
@@ -26,7 +27,6 @@ read -r -a fl_args <<<"${FL_ARGS:-}"
 out=docs/results/research_regime/$model
 mkdir -p "$out" runs
 
-runs=()
 for seed in $seeds; do
   for spec in "fsdp:--strategy fsdp --emulate $w" \
               "hsdp:--strategy hsdp --shard-size 4 --emulate $w" \
@@ -49,7 +49,13 @@ for seed in $seeds; do
       mkdir -p "$out/$name"
       cp "runs/$name/metrics.jsonl" "runs/$name/config.json" "$out/$name/"
     fi
-    runs+=("$out/$name")
+  done
+done
+# The table holds every finished run of this model and tag, not only this call's arms and seeds.
+runs=()
+for arm in fsdp hsdp fl-fsdp fl-hsdp; do
+  for run in "$out/research-$model-$arm${tag:+-$tag}"-s*; do
+    [ -f "$run/metrics.jsonl" ] && runs+=("$run")
   done
 done
 python3 bench/seed_table.py "${runs[@]}" | tee "$out/table${tag:+-$tag}.md"
