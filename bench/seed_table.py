@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Final validation perplexity of runs that differ in strategy (or label) and seed: one row per arm with each
-seed's value, the mean, the spread (max - min) and the ratio of fsdp's mean to the arm's (above 1: the arm is
-better).
+seed's value, the mean, the spread (max - min) and the ratio of fsdp's mean to the arm's over the seeds both
+have (above 1: the arm is better).
 
 usage: seed_table.py RUN_DIR...   (each with metrics.jsonl and config.json; the arm is the run directory's name
 without its trailing -sSEED)"""
@@ -37,7 +37,6 @@ def main():
         arm["seeds"][int(m.group(2))] = ppl
     seeds = sorted({s for a in arms.values() for s in a["seeds"]})
     base = next((a for a in arms.values() if a["strategy"] == "fsdp"), None)
-    base_mean = statistics.mean(base["seeds"].values()) if base else None
     print("| arm | layout | steps | " + " | ".join(f"seed {s}" for s in seeds) +
           " | mean | spread (max - min) | fsdp mean / this |")
     print("|---|---|---|" + "---|" * len(seeds) + "---|---|---|")
@@ -45,7 +44,10 @@ def main():
         vals = list(a["seeds"].values())
         mean = statistics.mean(vals)
         cells = " | ".join(f"{a['seeds'][s]:.3f}" if s in a["seeds"] else "-" for s in seeds)
-        ratio = f"{base_mean / mean:.3f}" if base_mean else "-"
+        common = sorted(set(a["seeds"]) & set(base["seeds"])) if base else []
+        ratio = "-"
+        if common:
+            ratio = f"{statistics.mean(base['seeds'][s] for s in common) / statistics.mean(a['seeds'][s] for s in common):.3f}"
         print(f"| {name} | {a['layout']} | {a['step']} | {cells} | {mean:.3f} | {max(vals) - min(vals):.3f} | {ratio} |")
 
 
