@@ -84,6 +84,25 @@ print(" ".join(map(str, sorted(ranks))))
 EOF
 }
 
+# A preemption notice (SIGTERM, or Slurm's --signal=B:USR1 when this script is the batch shell) is passed on to a
+# running launch as SIGUSR1, which mpirun and srun forward to every rank (mpirun would turn a SIGTERM into a kill of
+# the job); the ranks then checkpoint and the launcher exits 75. A notice between launches stands for the next one
+# (FEDSHARD_PREEMPTED); one after the run finished changes nothing. The trap is kept for the script's whole life:
+# bash's default action for SIGUSR1 would end this script and fail a job whose training had finished.
+launched=
+on_notice() {
+  notified=1
+  noticed=1
+  if [ -n "$launched" ]; then
+    say "preemption notice: passed on to the ranks"
+    kill -USR1 "$launched" 2>/dev/null
+  else
+    say "preemption notice after the launch ended: a next launch, if any, stops with a checkpoint after its first step"
+    export FEDSHARD_PREEMPTED=1
+  fi
+}
+trap on_notice TERM USR1
+
 extra=()
 restarts=0
 attempt=0
@@ -94,15 +113,13 @@ while true; do
   say "launch $attempt on $np ranks: ${launcher//\{NP\}/$np} ${train[*]} --resume auto ${extra[*]}"
   # shellcheck disable=SC2086  # the launcher is a command line to split
   : >"$log"
+  noticed=0
   ${launcher//\{NP\}/$np} "${train[@]}" --resume auto "${extra[@]}" >"$log" 2>&1 &
   launched=$!
+  # A notice that came while the launch was being started was not passed on to it.
+  [ "$noticed" = 1 ] && kill -USR1 "$launched" 2>/dev/null
   tail -n +1 -f --pid="$launched" "$log" &
   echoed=$!
-  # A preemption notice (SIGTERM, or Slurm's --signal=B:USR1 when this script is the batch shell) is passed on as
-  # SIGUSR1, which mpirun and srun forward to every rank: mpirun would turn a SIGTERM into a kill of the job.
-  # The ranks then checkpoint and the launcher exits 75.
-  noticed=0
-  trap 'notified=1; noticed=1; say "preemption notice: passed on to the ranks"; kill -USR1 "$launched" 2>/dev/null' TERM USR1
   # The launcher runs in the background, where SIGINT (Ctrl-C) does not reach it: end the job and stop.
   trap 'kill -TERM "$launched" 2>/dev/null; wait "$launched"; exit 130' INT
   while true; do
@@ -113,8 +130,10 @@ while true; do
     [ "$notified" = 1 ] && [ "$rc" -gt 128 ] && continue
     break
   done
-  trap - TERM USR1 INT
-  wait "$echoed"
+  launched=
+  trap - INT
+  # A trapped notice ends this wait early too.
+  until wait "$echoed"; do kill -0 "$echoed" 2>/dev/null || break; done
   if [ "$rc" -eq 0 ]; then
     say "finished"
     exit 0
