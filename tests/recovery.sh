@@ -12,13 +12,16 @@
 #    those of a relaunch of the kept groups from the checkpoint the recovered job wrote at that round: the
 #    rebuilt engine, the handed-over state and the data dealt over the kept groups are what a fresh start from
 #    the same state gives;
-#  - one "final validation" line, printed by the first kept rank.
+#  - one "final validation" line, printed by the first kept rank;
+#  - where rank 0 is lost, TensorBoard (the venv's, $FEDSHARD_VENV) shows each step and evaluation once.
 # Usage: recovery.sh FEDSHARD_BINARY
 set -u
 bin=$(realpath "$1")
 tmp=$(mktemp -d)
 trap 'pkill -9 -f "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
-source "$(dirname "${BASH_SOURCE[0]}")/train_helpers.sh"
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+venv=${FEDSHARD_VENV:-$(dirname "$here")/.venv}
+source "$here/train_helpers.sh"
 make_corpus
 args=(train --model tiny --data "$tmp/corpus" --seq-len 32 --batch-size 2 --steps 12 --threads 1 --eval-every 4
       --set eval.windows=4 --strategy fl-fsdp --group-size 2 --sync-every 4 --checkpoint-every 4
@@ -58,9 +61,12 @@ for r in sorted(sums):
 
 run 8 "$tmp/ref" || fail "the uninterrupted run"
 
-scenario() {  # NAME DIR FAULT LOST LEAVING-RANK AUDIT: LOST is "step|lost ids|kept ids|lost ranks;" per group_lost line
-  local name=$1 dir="$tmp/$2" expected_lost=$4 leaving=$5 expected_audit=$6
-  FEDSHARD_FAULT=$3 run 8 "$dir"
+# NAME DIR FAULT LOST LEAVING-RANK AUDIT [tensorboard]: LOST is "step|lost ids|kept ids|lost ranks;" per group_lost
+# line; with "tensorboard", the run mirrors its metrics to TensorBoard, read back by tests/tensorboard_check.py.
+scenario() {
+  local name=$1 dir="$tmp/$2" expected_lost=$4 leaving=$5 expected_audit=$6 tb=()
+  [ "${7:-}" = tensorboard ] && tb=(--tensorboard "$tmp/$2/tb")
+  FEDSHARD_FAULT=$3 run 8 "$dir" "${tb[@]}"
   local rc=$? errors lost seconds first last kept
   [ "$rc" -lt 124 ] || { fail "$name: mpirun timed out (exit $rc)"; return; }
   errors=$(rank_output "$dir.ranks" | grep "fedshard: error")
@@ -99,6 +105,10 @@ print(' '.join(f'{t} {s}' for (t, s), c in sorted(n.items()) if c > 1))")
     [ "$(numbers "$dir" after "$last" | grep -c ^step)" -eq $((12 - last)) ] ||
     { fail "$name: steps after $last differ from a relaunch of the kept groups"
       diff <(numbers "$dir" after "$last") <(numbers "$dir.relaunch" after "$last") | head -4; return; }
+  if [ ${#tb[@]} -gt 0 ]; then
+    PYTHONDONTWRITEBYTECODE=1 timeout 240 "$venv/bin/python3" "$here/tensorboard_check.py" "$dir" 12 >"$dir.tb.log" 2>&1 ||
+      { fail "$name: TensorBoard's events are not metrics.jsonl's"; sed 's/^/    /' "$dir.tb.log"; return; }
+  fi
   ok "$name: ${lost%;}; recovered in $seconds s, every round's groups equal, the steps after $last a relaunch's (mpirun exit $rc)"
 }
 four_then_three="1: 4 groups, equal 2: 3 groups, equal 3: 3 groups, equal"
@@ -106,8 +116,9 @@ scenario "both ranks of group 2 killed at the round's step" at-round kill:4:8,ki
 scenario "rank 5 killed (step 6), its partner leaves" one-rank kill:5:6 "8|[2]|[0, 1, 3]|[5];" 4 "$four_then_three"
 # After the step-8 round: the checkpoint is written again by the kept groups, and the next round is theirs.
 # Rank 0 (group 0) is the one lost: launch rank 2 writes metrics.jsonl and prints the final lines from then on.
+# Its TensorBoard mirror goes on in a new event file of launch rank 2's: every step and evaluation once.
 scenario "rank 0 killed while writing the step-8 checkpoint" checkpoint kill:0:8:checkpoint "8|[0]|[1, 2, 3]|[0];" 1 \
-  "1: 4 groups, equal 2: 4 groups, equal 3: 3 groups, equal"
+  "1: 4 groups, equal 2: 4 groups, equal 3: 3 groups, equal" tensorboard
 # Two losses: the second in the evaluation after the step-8 round (then done again by groups 0 and 1 alone).
 scenario "group 2 killed at step 4, then rank 6 in the step-8 evaluation" twice kill:4:4,kill:5:4,kill:6:8:eval \
   "4|[2]|[0, 1, 3]|[4, 5];8|[3]|[0, 1]|[6];" 7 "1: 3 groups, equal 2: 3 groups, equal 3: 2 groups, equal"

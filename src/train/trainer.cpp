@@ -812,9 +812,13 @@ void Trainer::recover(int64_t step) {
   resolved_ = resolved_config();
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   if (topo_->world_rank() != 0) return;
-  // The first kept rank writes the metrics from here on (the old rank 0 may have been lost).
+  // The first kept rank writes the metrics from here on (the old rank 0 may have been lost), and their
+  // TensorBoard mirror in a new event file that starts after the lost writer's last step.
   const auto dir = std::filesystem::path(s_.cfg.out);
-  if (!metrics_.is_open()) metrics_.open((dir / "metrics.jsonl").string(), /*append=*/true);
+  if (!metrics_.is_open()) {
+    if (!s_.cfg.tensorboard.empty()) metrics_.mirror_to_tensorboard(s_.cfg.tensorboard, step);
+    metrics_.open((dir / "metrics.jsonl").string(), /*append=*/true);
+  }
   write_file_atomically((dir / "config.json").string(), resolved_.dump(2) + "\n");
   metrics_.write({{"type", "group_lost"},
                   {"step", step},
