@@ -86,22 +86,40 @@ EOF
 
 # A preemption notice (SIGTERM, or Slurm's --signal=B:USR1 when this script is the batch shell) is passed on to a
 # running launch as SIGUSR1, which mpirun and srun forward to every rank (mpirun would turn a SIGTERM into a kill of
-# the job); the ranks then checkpoint and the launcher exits 75. A notice between launches stands for the next one
-# (FEDSHARD_PREEMPTED); one after the run finished changes nothing. The trap is kept for the script's whole life:
-# bash's default action for SIGUSR1 would end this script and fail a job whose training had finished.
+# the job); the ranks then checkpoint and the launcher exits 75. One that comes while a launch is being started is
+# passed on once its pid is known; one after a launch ended stands for the next launch (FEDSHARD_PREEMPTED), and
+# after a finished run changes nothing. The trap is kept for the script's whole life: bash's default action for
+# SIGUSR1 would end this script and fail a job whose training had finished.
 launched=
+starting=0
 on_notice() {
   notified=1
-  noticed=1
   if [ -n "$launched" ]; then
+    noticed=1
     say "preemption notice: passed on to the ranks"
     kill -USR1 "$launched" 2>/dev/null
+  elif [ "$starting" = 1 ]; then
+    noticed=1
+    held=1
   else
     say "preemption notice after the launch ended: a next launch, if any, stops with a checkpoint after its first step"
     export FEDSHARD_PREEMPTED=1
   fi
 }
 trap on_notice TERM USR1
+# The launcher runs in the background, where SIGINT (Ctrl-C) does not reach it: end the job and stop.
+on_interrupt() {
+  if [ "$starting" = 1 ]; then
+    interrupted=1
+    return
+  fi
+  if [ -n "$launched" ]; then
+    kill -TERM "$launched" 2>/dev/null
+    while kill -0 "$launched" 2>/dev/null; do wait "$launched"; done
+  fi
+  exit 130
+}
+trap on_interrupt INT
 
 extra=()
 restarts=0
@@ -111,17 +129,21 @@ while true; do
   log="$out.elastic-$attempt.log"
   mkdir -p "$(dirname "$out")"
   say "launch $attempt on $np ranks: ${launcher//\{NP\}/$np} ${train[*]} --resume auto ${extra[*]}"
-  # shellcheck disable=SC2086  # the launcher is a command line to split
   : >"$log"
-  noticed=0
+  noticed=0 held=0 interrupted=0
+  started_preempted=${FEDSHARD_PREEMPTED:-}
+  starting=1
+  # shellcheck disable=SC2086  # the launcher is a command line to split
   ${launcher//\{NP\}/$np} "${train[@]}" --resume auto "${extra[@]}" >"$log" 2>&1 &
   launched=$!
-  # A notice that came while the launch was being started was not passed on to it.
-  [ "$noticed" = 1 ] && kill -USR1 "$launched" 2>/dev/null
+  starting=0
+  [ "$interrupted" = 1 ] && on_interrupt
+  if [ "$held" = 1 ]; then
+    say "preemption notice: passed on to the ranks"
+    kill -USR1 "$launched" 2>/dev/null
+  fi
   tail -n +1 -f --pid="$launched" "$log" &
   echoed=$!
-  # The launcher runs in the background, where SIGINT (Ctrl-C) does not reach it: end the job and stop.
-  trap 'kill -TERM "$launched" 2>/dev/null; wait "$launched"; exit 130' INT
   while true; do
     notified=0
     wait "$launched"
@@ -131,7 +153,6 @@ while true; do
     break
   done
   launched=
-  trap - INT
   # A trapped notice ends this wait early too.
   until wait "$echoed"; do kill -0 "$echoed" 2>/dev/null || break; done
   if [ "$rc" -eq 0 ]; then
@@ -146,7 +167,7 @@ while true; do
   # A notice that reached the launch before its ranks could take it (still starting: no handler yet) ended it
   # without a checkpoint. The notice still stands: relaunch with it, and the ranks stop with a checkpoint after
   # their first step (FEDSHARD_PREEMPTED; srun and a local mpirun pass the environment on to the ranks).
-  if [ "$noticed" = 1 ] && [ -z "${FEDSHARD_PREEMPTED:-}" ]; then
+  if [ "$noticed" = 1 ] && [ -z "$started_preempted" ]; then
     say "launch $attempt ended (exit $rc) by the preemption notice before its ranks could take it; relaunching them to stop with a checkpoint"
     export FEDSHARD_PREEMPTED=1
     continue

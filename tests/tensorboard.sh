@@ -24,9 +24,17 @@ train() {
     --tensorboard "$tmp/run/tb" "$@" >>"$tmp/run.log" 2>&1 || { cat "$tmp/run.log"; fail "train $* exited non-zero"; }
 }
 train
+# The first file as a host whose clock is 1000 s ahead would name it: the resumed run's file must still sort after
+# it, as TensorBoard reads a directory's files in name order.
+first=$(ls "$tmp/run/tb")
+IFS=. read -r _ _ _ stamp rest <<<"$first"
+mv "$tmp/run/tb/$first" "$tmp/run/tb/events.out.tfevents.$((stamp + 1000)).$rest"
 train --resume "$tmp/run/checkpoints/step-00000003"
 [ "$(ls "$tmp/run/tb" | grep -c '^events\.out\.tfevents\.')" = 2 ] && ok "the resumed run wrote a second event file" \
   || fail "event files: $(ls "$tmp/run/tb")"
+[ "$(ls -t "$tmp/run/tb" | head -1)" = "$(ls "$tmp/run/tb" | tail -1)" ] &&
+  ok "the resumed run's file sorts after the first one's, whose time is 1000 s ahead" ||
+  fail "the resumed run's file does not sort last: $(ls "$tmp/run/tb")"
 PYTHONDONTWRITEBYTECODE=1 timeout 240 "$venv/bin/python3" "$here/tensorboard_check.py" "$tmp/run" || fail "tensorboard_check.py"
 if [ "$fails" -ne 0 ]; then
   echo "$fails tensorboard case(s) failed"

@@ -2,8 +2,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -73,11 +75,19 @@ void TensorBoardLog::open(const std::string& dir, int64_t resumed_after) {
   FS_CHECK(!ec, "train.tensorboard: cannot create ", dir, ": ", ec.message());
   char host[256] = "localhost";
   gethostname(host, sizeof host - 1);
-  // TensorBoard reads a directory's event files in name order: the time first, then what keeps two runs
-  // started in one second apart.
-  const auto now = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch());
-  path_ = (std::filesystem::path(dir) /
-           ("events.out.tfevents." + std::to_string(now.count()) + "." + host + "." + std::to_string(getpid())))
+  // TensorBoard reads a directory's event files in name order (a running one only those after the file it is
+  // reading), and this file's SessionLog START drops what the files before it hold from its step on: its name
+  // sorts after every events file already there, the time first. A second writer of one run (the first kept rank
+  // after rank 0 was lost) may start within the first one's second, on another host or with a smaller pid.
+  const std::string prefix = "events.out.tfevents.";
+  int64_t stamp =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) == 0)
+      stamp = std::max<int64_t>(stamp, std::strtoll(name.c_str() + prefix.size(), nullptr, 10) + 1);
+  }
+  path_ = (std::filesystem::path(dir) / (prefix + std::to_string(stamp) + "." + host + "." + std::to_string(getpid())))
               .string();
   file_ = std::fopen(path_.c_str(), "wx");
   FS_CHECK(file_ != nullptr, "train.tensorboard: cannot create ", path_, ": ", std::strerror(errno));

@@ -56,26 +56,28 @@ submit() {
 job_field() { scontrol show job "$1" 2>/dev/null | grep -oE "(^| )$2=[^ ]*" | head -1 | cut -d= -f2; }
 
 # Waits (up to 300 s) until job ID ends; prints its final state. A requeued job is held by Slurm for two
-# minutes (its BeginTime, past the lifetime of the old allocation's credential); the test lets it start two seconds
-# after it is seen pending, as an administrator may. Not at once: slurmd refuses a batch job whose credential is
-# from the same second as the old allocation's kill ("already killed, do not launch batch job"), and the job ends
-# FAILED. (A start time in the future would wait for Slurm's next scheduling pass, up to a minute.)
+# minutes (its BeginTime, past the lifetime of the old allocation's credential); the test releases it once it has
+# been pending for two seconds on the clock, as an administrator may, and again every two seconds while it is
+# held. Not at once: slurmd refuses a batch job whose credential is from the same second as the old allocation's
+# kill ("already killed, do not launch batch job"), and the job ends FAILED. (A start time in the future instead
+# would wait for Slurm's next scheduling pass, up to a minute.)
 wait_job() {  # ID
-  local state restarts released= pending_since=
+  local state held_since=
   for _ in $(seq 1500); do
     state=$(job_field "$1" JobState)
     case $state in
       COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | BOOT_FAIL | DEADLINE) echo "$state"; return ;;
       PENDING)
-        restarts=$(job_field "$1" Restarts)
-        if [ "$(job_field "$1" Reason)" = BeginTime ] && [ "$restarts" != "$released" ]; then
-          if [ -z "$pending_since" ]; then
-            pending_since=$SECONDS
-          elif [ $((SECONDS - pending_since)) -ge 2 ]; then
-            scontrol update JobId="$1" StartTime=now 2>/dev/null && released=$restarts
-            pending_since=
+        if [ "$(job_field "$1" Reason)" = BeginTime ]; then
+          [ -n "$held_since" ] || held_since=$SECONDS
+          if [ $((SECONDS - held_since)) -ge 2 ]; then
+            scontrol update JobId="$1" StartTime=now 2>/dev/null
+            held_since=$SECONDS
           fi
+        else
+          held_since=
         fi ;;
+      *) held_since= ;;
     esac
     sleep 0.2
   done
