@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # In-job recovery under ULFM (mpirun --with-ft ulfm): fl-fsdp, 4 groups of 2 on 8 ranks, K = 4, 12 steps. Group
-# 2's ranks are killed (kill -9 from FEDSHARD_FAULT, by launch rank) at the round's step 8; then only rank 5, at
-# step 6 between rounds, whose partner must leave (comm/survivors.h says why); then rank 0 while it writes the
-# step-8 checkpoint (after the round; group 0 leaves, the metrics writer with it); then two losses in a row:
-# group 0 at the round's step 4, rank 6 in the step-8 evaluation. Each time the kept groups hold the round (or
+# 2's ranks are killed (kill -9 from FEDSHARD_FAULT, by launch rank) at the round's step 8; then only rank 1, at
+# step 6 between rounds, whose partner (rank 0, the metrics writer) must leave (comm/survivors.h says why); then
+# rank 0 while it writes the step-8 checkpoint (after the round; group 0 leaves, the metrics writer with it); then
+# two losses in a row: group 0 at the round's step 4, rank 6 in the step-8 evaluation. Each time the kept groups hold the round (or
 # the evaluation, or the checkpoint) again without the lost group and finish the job in the same processes, no
 # checkpoint read:
 #  - the steps and evaluations before the first loss's round are the uninterrupted run's, bit for bit;
@@ -12,7 +12,8 @@
 #    those of a relaunch of the kept groups from the checkpoint the recovered job wrote at that round: the
 #    rebuilt engine, the handed-over state and the data dealt over the kept groups are what a fresh start from
 #    the same state gives;
-#  - one "final validation" line, printed by the first kept rank;
+#  - one step line for each step (the first kept rank writes those a lost writer did not), one "final validation"
+#    line, printed by the first kept rank;
 #  - where rank 0 is lost, TensorBoard (the venv's, $FEDSHARD_VENV) shows metrics.jsonl's steps and evaluations,
 #    each once, the mirror continued by the first kept rank.
 # Usage: recovery.sh FEDSHARD_BINARY
@@ -98,13 +99,20 @@ print(' '.join(f'{t} {s}' for (t, s), c in sorted(n.items()) if c > 1))")
     { fail "$name: not one 'final validation' line (the first kept rank prints it)"; return; }
   first=${lost%%|*} last=${lost%;} last=${last##*;}
   kept=$(echo "$last" | cut -d'|' -f3 | tr -cd ',' | wc -c) kept=$((kept + 1)) last=${last%%|*}
-  # Step lines carry rank 0's group's loss: where group 0 is lost before its step-$first line was written (at
-  # the round), that line is the new writer's, with its own group's loss.
+  # Step lines carry rank 0's group's loss: where group 0 is lost, the lines after its group_lost line are the
+  # new writer's, with its own group's loss (the steps the lost writer had not written among them).
   local upto=$first
-  [[ $(cut -d'|' -f2 <<<"$lost") =~ ^\[0[],] ]] && $py -c "
-import json, sys
-types = [(j['type'], j.get('step')) for j in map(json.loads, open('$dir/metrics.jsonl'))]
-sys.exit(0 if types.index(('step', $first)) > types.index(('group_lost', $first)) else 1)" && upto=$((first - 1))
+  [[ $(cut -d'|' -f2 <<<"$lost") =~ ^\[0[],] ]] && upto=$($py -c "
+import json
+steps = [0]
+for j in map(json.loads, open('$dir/metrics.jsonl')):
+    if j['type'] == 'group_lost': break
+    if j['type'] == 'step': steps.append(j['step'])
+print(max(steps))")
+  [ "$($py -c "
+import json
+print(sorted(j['step'] for j in map(json.loads, open('$dir/metrics.jsonl')) if j['type'] == 'step'))")" = \
+    "$(seq -s ', ' 1 12 | sed 's/.*/[&]/')" ] || { fail "$name: not one step line for each of steps 1-12"; return; }
   cmp -s <(numbers "$dir" before "$upto") <(numbers "$tmp/ref" before "$upto") ||
     { fail "$name: steps 1-$upto differ from the uninterrupted run"; return; }
   cmp -s <(numbers "$dir" after "$last") <(numbers "$tmp/ref" after "$last") &&
@@ -125,7 +133,10 @@ sys.exit(0 if types.index(('step', $first)) > types.index(('group_lost', $first)
 }
 four_then_three="1: 4 groups, equal 2: 3 groups, equal 3: 3 groups, equal"
 scenario "both ranks of group 2 killed at the round's step" at-round kill:4:8,kill:5:8 "8|[2]|[0, 1, 3]|[4, 5];" "" "$four_then_three"
-scenario "rank 5 killed (step 6), its partner leaves" one-rank kill:5:6 "8|[2]|[0, 1, 3]|[5];" 4 "$four_then_three"
+# The partner that leaves is rank 0, the metrics writer: launch rank 2 writes on, steps 6 and 7 (which rank 0 did
+# not write) with its own group's loss.
+scenario "rank 1 killed (step 6), its partner rank 0 leaves" one-rank kill:1:6 "8|[0]|[1, 2, 3]|[1];" 0 \
+  "$four_then_three" tensorboard
 # After the step-8 round: the checkpoint is written again by the kept groups, and the next round is theirs.
 # Rank 0 (group 0) is the one lost: launch rank 2 writes metrics.jsonl and prints the final lines from then on.
 # Its TensorBoard mirror goes on in a new event file of launch rank 2's: every step and evaluation once.

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <deque>
 #include <string>
 
 #include "train/tensorboard.h"
@@ -21,11 +22,17 @@ class MetricsLog {
   ~MetricsLog();
   void write(const nlohmann::json& line);
   bool is_open() const { return file_ != nullptr; }
+  // While not open, keep the last `n` step lines given to write(): a rank that becomes the writer when rank 0
+  // is lost (in-job recovery) writes the steps its predecessor did not (write_held_after).
+  void hold_step_lines(size_t n) { hold_ = n; }
+  void write_held_after(int64_t step);
 
  private:
   std::FILE* file_ = nullptr;
   std::string path_;
   TensorBoardLog tensorboard_;
+  size_t hold_ = 0;
+  std::deque<nlohmann::json> held_;
 };
 
 }  // namespace fedshard::train
