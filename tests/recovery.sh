@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
 # In-job recovery under ULFM (mpirun --with-ft ulfm): fl-fsdp, 4 groups of 2 on 8 ranks, K = 4, 12 steps. Group
-# 2's ranks are killed (kill -9 from FEDSHARD_FAULT, by launch rank) at the round's step 8; then only rank 1, at
-# step 6 between rounds, whose partner (rank 0, the metrics writer) must leave (comm/survivors.h says why); then
-# rank 0 while it writes the step-8 checkpoint (after the round; group 0 leaves, the metrics writer with it); then
-# two losses in a row: group 0 at the round's step 4, rank 6 in the step-8 evaluation. Each time the kept groups hold the round (or
-# the evaluation, or the checkpoint) again without the lost group and finish the job in the same processes, no
-# checkpoint read:
+# 2's ranks are killed (kill -9 from FEDSHARD_FAULT, by launch rank) at the round's step 8; then only rank 5, at
+# step 6 between rounds, whose partner must leave (comm/survivors.h says why), and the same with rank 1, whose
+# partner is rank 0, the metrics writer; then rank 0 while it writes the step-8 checkpoint (after the round; group
+# 0 leaves, the metrics writer with it); then two losses in a row: group 0 at the round's step 4, rank 6 in the
+# step-8 evaluation. Each time the kept groups hold the round (or the evaluation, or the checkpoint) again without
+# the lost group and finish the job in the same processes, no checkpoint read:
 #  - the steps and evaluations before the first loss's round are the uninterrupted run's, bit for bit;
 #  - every round leaves every group with the same global model (federation.audit), with the groups left then;
 #  - the steps after the last recovery differ from the uninterrupted run's and equal, with the evaluations,
 #    those of a relaunch of the kept groups from the checkpoint the recovered job wrote at that round: the
 #    rebuilt engine, the handed-over state and the data dealt over the kept groups are what a fresh start from
 #    the same state gives;
-#  - one step line for each step (the first kept rank writes those a lost writer did not), one "final validation"
-#    line, printed by the first kept rank;
+#  - one step line for each step (the first kept rank writes those a lost writer did not, with its own group's
+#    loss), one "final validation" line, printed by the first kept rank;
 #  - where rank 0 is lost, TensorBoard (the venv's, $FEDSHARD_VENV) shows metrics.jsonl's steps and evaluations,
 #    each once, the mirror continued by the first kept rank.
 # Usage: recovery.sh FEDSHARD_BINARY
@@ -115,6 +115,14 @@ print(sorted(j['step'] for j in map(json.loads, open('$dir/metrics.jsonl')) if j
     "$(seq -s ', ' 1 12 | sed 's/.*/[&]/')" ] || { fail "$name: not one step line for each of steps 1-12"; return; }
   cmp -s <(numbers "$dir" before "$upto") <(numbers "$tmp/ref" before "$upto") ||
     { fail "$name: steps 1-$upto differ from the uninterrupted run"; return; }
+  local taken_over
+  taken_over=$($py -c "
+import json
+ref = {j['step']: j['loss'] for j in map(json.loads, open('$tmp/ref/metrics.jsonl')) if j['type'] == 'step'}
+print(' '.join(str(j['step']) for j in map(json.loads, open('$dir/metrics.jsonl'))
+               if j['type'] == 'step' and $upto < j['step'] <= $first and j['loss'] != ref[j['step']]))")
+  [ "$taken_over" = "$(seq -s ' ' $((upto + 1)) "$first")" ] ||
+    { fail "$name: steps $((upto + 1))-$first are not the new writer's group's ('$taken_over' differ from group 0's)"; return; }
   cmp -s <(numbers "$dir" after "$last") <(numbers "$tmp/ref" after "$last") &&
     { fail "$name: steps after $last are the 4 groups' (a lost group still averaged?)"; return; }
   [ "$(audit "$dir" | tr '\n' ' ')" = "$expected_audit " ] ||
@@ -133,9 +141,10 @@ print(sorted(j['step'] for j in map(json.loads, open('$dir/metrics.jsonl')) if j
 }
 four_then_three="1: 4 groups, equal 2: 3 groups, equal 3: 3 groups, equal"
 scenario "both ranks of group 2 killed at the round's step" at-round kill:4:8,kill:5:8 "8|[2]|[0, 1, 3]|[4, 5];" "" "$four_then_three"
+scenario "rank 5 killed (step 6), its partner leaves" one-rank kill:5:6 "8|[2]|[0, 1, 3]|[5];" 4 "$four_then_three"
 # The partner that leaves is rank 0, the metrics writer: launch rank 2 writes on, steps 6 and 7 (which rank 0 did
 # not write) with its own group's loss.
-scenario "rank 1 killed (step 6), its partner rank 0 leaves" one-rank kill:1:6 "8|[0]|[1, 2, 3]|[1];" 0 \
+scenario "rank 1 killed (step 6), its partner rank 0 leaves" writer-leaves kill:1:6 "8|[0]|[1, 2, 3]|[1];" 0 \
   "$four_then_three" tensorboard
 # After the step-8 round: the checkpoint is written again by the kept groups, and the next round is theirs.
 # Rank 0 (group 0) is the one lost: launch rank 2 writes metrics.jsonl and prints the final lines from then on.

@@ -2,6 +2,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <set>
 
 #include "util/error.h"
 
@@ -19,7 +21,7 @@ MetricsLog::~MetricsLog() {
 
 void MetricsLog::write(const nlohmann::json& line) {
   if (!file_) {
-    if (hold_ > 0 && line.value("type", "") == "step") {
+    if (hold_ > 0 && (line.value("type", "") == "step" || line.value("type", "") == "eval")) {
       held_.push_back(line);
       if (held_.size() > hold_) held_.pop_front();
     }
@@ -31,9 +33,23 @@ void MetricsLog::write(const nlohmann::json& line) {
   tensorboard_.write(line);
 }
 
-void MetricsLog::write_held_after(int64_t step) {
+namespace {
+std::string line_key(const nlohmann::json& line) {
+  return line.value("type", "") + "/" + std::to_string(line.value("step", int64_t{-1})) + "/" + line.value("model", "");
+}
+}  // namespace
+
+void MetricsLog::write_held() {
+  std::set<std::string> present;
+  std::ifstream in(path_);
+  for (std::string line; std::getline(in, line);) {
+    try {
+      present.insert(line_key(nlohmann::json::parse(line)));
+    } catch (const std::exception&) {  // a line cut short is no line
+    }
+  }
   for (const auto& line : held_)
-    if (line.at("step").get<int64_t>() > step) write(line);
+    if (present.count(line_key(line)) == 0) write(line);
   held_.clear();
 }
 

@@ -22,10 +22,11 @@ class MetricsLog {
   ~MetricsLog();
   void write(const nlohmann::json& line);
   bool is_open() const { return file_ != nullptr; }
-  // While not open, keep the last `n` step lines given to write(): a rank that becomes the writer when rank 0
-  // is lost (in-job recovery) writes the steps its predecessor did not (write_held_after).
-  void hold_step_lines(size_t n) { hold_ = n; }
-  void write_held_after(int64_t step);
+  // While not open, keep the last `n` step and eval lines given to write(): a rank that becomes the writer when
+  // rank 0 is lost (in-job recovery) writes those its predecessor did not (write_held: by type, step and model,
+  // those the file does not hold).
+  void hold_lines(size_t n) { hold_ = n; }
+  void write_held();
 
  private:
   std::FILE* file_ = nullptr;

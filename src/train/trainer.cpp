@@ -339,8 +339,9 @@ Trainer::Trainer(TrainSetup setup) : s_(std::move(setup)) {
   peak_flops_ = cfg.peak_flops > 0 ? cfg.peak_flops : measure_matmul_flops(sharded_->options().device);
   resolved_ = resolved_config();
   open_run_files();
-  // A lost writer's steps since its last line are at most a round's (the others see the loss at the next one).
-  if (recoverable()) metrics_.hold_step_lines(static_cast<size_t>(cfg.sync_every) + 1);
+  // A lost writer's lines since its last one are at most a round's steps and its evaluations (the others see the
+  // loss at the next round, evaluation or checkpoint).
+  if (recoverable()) metrics_.hold_lines(2 * (static_cast<size_t>(cfg.sync_every) + 1));
   if (const auto range = parse_profile_steps(cfg.profile_steps); range.first > 0)
     profiler_.emplace(range, cfg.out, topo_->world_rank(), sharded_->options().device);
 }
@@ -509,10 +510,9 @@ int64_t Trainer::tokens_through(int64_t step) const {
   return tokens_before_start_ + (step - start_step_ + 1) * world_tokens_per_step();
 }
 
-int64_t Trainer::reopen_metrics_after(int64_t step) {
+void Trainer::reopen_metrics_after(int64_t step) {
   const auto path = (std::filesystem::path(s_.cfg.out) / "metrics.jsonl").string();
   std::string kept;
-  int64_t last_step_line = 0;
   if (std::filesystem::exists(path)) {
     std::istringstream in(read_file(path));
     for (std::string line; std::getline(in, line);) {
@@ -524,12 +524,10 @@ int64_t Trainer::reopen_metrics_after(int64_t step) {
       }
       if (j.value("type", "") == "summary" || j.value("step", int64_t{0}) > step) continue;
       kept += line + "\n";
-      if (j.value("type", "") == "step") last_step_line = j.at("step").get<int64_t>();
     }
   }
   write_file_atomically(path, kept);
   metrics_.open(path, /*append=*/true);
-  return last_step_line;
 }
 
 at::Tensor Trainer::forward_backward(int64_t step, size_t j) {
@@ -819,13 +817,13 @@ void Trainer::recover(int64_t step) {
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   if (topo_->world_rank() != 0) return;
   // The first kept rank writes the metrics from here on (the old rank 0 may have been lost): after the lost
-  // writer's last whole line, the steps it did not write with this rank's own (its group's loss), and their
-  // TensorBoard mirror in a new event file that starts after this step.
+  // writer's last whole line, the step and eval lines it did not write, as this rank logged them (its group's
+  // loss), and their TensorBoard mirror in a new event file that starts after this step.
   const auto dir = std::filesystem::path(s_.cfg.out);
-  std::optional<int64_t> written;
-  if (!metrics_.is_open()) {
+  const bool took_over = !metrics_.is_open();
+  if (took_over) {
     if (!s_.cfg.tensorboard.empty()) metrics_.mirror_to_tensorboard(s_.cfg.tensorboard, step);
-    written = reopen_metrics_after(std::numeric_limits<int64_t>::max());
+    reopen_metrics_after(std::numeric_limits<int64_t>::max());
   }
   write_file_atomically((dir / "config.json").string(), resolved_.dump(2) + "\n");
   metrics_.write({{"type", "group_lost"},
@@ -835,7 +833,7 @@ void Trainer::recover(int64_t step) {
                   {"group_ids", kept_ids},
                   {"group_sizes", kept.layout.group_sizes()},
                   {"recover_s", seconds}});
-  if (written) metrics_.write_held_after(*written);
+  if (took_over) metrics_.write_held();
   std::fprintf(stderr, "fedshard: lost rank(s) %s at step %lld: groups %s left the job, groups %s go on (%.2f s)\n",
                lost_ranks_json.c_str(), static_cast<long long>(step), lost_json.c_str(),
                kept_json.c_str(), seconds);

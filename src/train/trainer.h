@@ -114,8 +114,8 @@ class Trainer {
   nlohmann::json link_summary() const;  // null without link emulation
   nlohmann::json resolved_config() const;
   // Drops metrics lines of steps after `step` (a resumed run rewrites them) and a line cut short, and reopens
-  // for appending; returns the last step line's step (0: none).
-  int64_t reopen_metrics_after(int64_t step);
+  // for appending.
+  void reopen_metrics_after(int64_t step);
   // Tokens the whole run has trained on through `step` (the world may have changed at a resume).
   int64_t tokens_through(int64_t step) const;
   int64_t group_tokens_per_step() const;  // this rank's real group: every virtual rank of its held groups
