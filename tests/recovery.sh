@@ -122,7 +122,8 @@ ref = {j['step']: j['loss'] for j in map(json.loads, open('$tmp/ref/metrics.json
 print(' '.join(str(j['step']) for j in map(json.loads, open('$dir/metrics.jsonl'))
                if j['type'] == 'step' and $upto < j['step'] <= $first and j['loss'] != ref[j['step']]))")
   [ "$taken_over" = "$(seq -s ' ' $((upto + 1)) "$first")" ] ||
-    { fail "$name: steps $((upto + 1))-$first are not the new writer's group's ('$taken_over' differ from group 0's)"; return; }
+    { fail "$name: steps $((upto + 1))-$first are not the new writer's group's (differ from group 0's: '$taken_over')"
+      return; }
   cmp -s <(numbers "$dir" after "$last") <(numbers "$tmp/ref" after "$last") &&
     { fail "$name: steps after $last are the 4 groups' (a lost group still averaged?)"; return; }
   [ "$(audit "$dir" | tr '\n' ' ')" = "$expected_audit " ] ||
@@ -134,7 +135,8 @@ print(' '.join(str(j['step']) for j in map(json.loads, open('$dir/metrics.jsonl'
     { fail "$name: steps after $last differ from a relaunch of the kept groups"
       diff <(numbers "$dir" after "$last") <(numbers "$dir.relaunch" after "$last") | head -4; return; }
   if [ ${#tb[@]} -gt 0 ]; then
-    PYTHONDONTWRITEBYTECODE=1 timeout 240 "$venv/bin/python3" "$here/tensorboard_check.py" "$dir" 12 >"$dir.tb.log" 2>&1 ||
+    PYTHONDONTWRITEBYTECODE=1 timeout 240 "$venv/bin/python3" "$here/tensorboard_check.py" "$dir" 12 \
+      >"$dir.tb.log" 2>&1 ||
       { fail "$name: TensorBoard's events are not metrics.jsonl's"; sed 's/^/    /' "$dir.tb.log"; return; }
   fi
   ok "$name: ${lost%;}; recovered in $seconds s, every round's groups equal, the steps after $last a relaunch's (mpirun exit $rc)"
