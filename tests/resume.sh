@@ -90,8 +90,10 @@ relaxed() {  # NAME ARGS...
   run 4 "$tmp/runs/ref-$name" "$@" --sync-every 4 --set checkpoint.every=6 || fail "reference $name run"
   FEDSHARD_FAULT=kill:1:9 run 4 "$tmp/runs/$name" "$@" --sync-every 4 --set checkpoint.every=6 \
     && fail "killed $name run exited 0"
-  tr -d ' \n' <"$tmp/runs/$name/checkpoints/step-00000006/meta.json" | grep -q '"round_in_flight":\[[0-9]' \
-    || fail "$name: the step-6 checkpoint has no round in flight"
+  tr -d ' \n' <"$tmp/runs/$name/checkpoints/step-00000006/meta.json" 2>/dev/null | grep -q '"round_in_flight":\[[0-9]' \
+    || { fail "$name: the step-6 checkpoint has no round in flight"
+         { ls "$tmp/runs/$name/checkpoints"; tail -5 "$tmp/runs/$name.log"; rank_output "$(ranks_of "$tmp/runs/$name")" |
+             grep -v "^step" | tail -8; } 2>&1 | sed 's/^/    /'; }
   run 4 "$tmp/runs/$name" "$@" --sync-every 4 --set checkpoint.every=6 --resume auto || fail "resume $name"
   same_losses "$name killed with a round in flight, resume" "$tmp/runs/$name" "$tmp/runs/ref-$name"
 }
