@@ -3,8 +3,10 @@
 # two ranks killed (kill -9, FEDSHARD_FAULT) in step 6. In-job: the CUDA variant's build (Open MPI 5 with
 # ULFM) under `mpirun --with-ft ulfm`; relaunch: the CPU build (Open MPI 4.1) under scripts/fedshard-elastic.sh,
 # which relaunches groups 0-2 on 6 ranks from the last checkpoint. Each against an uninterrupted run of its
-# own build and MPI. Prints one table: wall time of the job, time lost against the uninterrupted run, the step
-# training went on from and the steps trained again. Checkpoints every 4 steps in every arm.
+# own build and MPI; and in-job with federation.rejoin_after = 1, where the kept ranks start replacements for group
+# 3 after the round held without it. Prints one table: wall time of the job, time lost against the uninterrupted
+# run, the step training went on from, the steps trained again, the groups at the end and the seconds the
+# recovery and the rejoin took. Checkpoints every 4 steps in every arm.
 # Usage: bench/recovery.sh [STEPS]   (builds: build/ and build-cuda/, e.g. make build build-cuda)
 set -u
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -32,16 +34,20 @@ timed() {  # LOG COMMAND...: wall seconds of COMMAND (its output in LOG)
   t1=$(date +%s.%N)
   python3 -c "print(f'{$t1 - $t0:.1f}')"
 }
-# "RESUMED_FROM RECOVER_S" of a run directory: the step training went on from after the loss.
+# "RESUMED_FROM RECOVER_S GROUPS JOIN_S" of a run directory: the step training went on from after the loss, the
+# seconds the recovery took, the groups at the end, the seconds the rejoin took.
 after_loss() {
   python3 - "$1/metrics.jsonl" <<'EOF'
 import json, sys
-lost = resumed = recover = None
+lost = resumed = recover = join = groups = None
 for line in open(sys.argv[1]):
     j = json.loads(line)
     if j["type"] == "group_lost": lost, recover = j["step"], j["recover_s"]
+    if j["type"] == "group_joined": join = j["join_s"]
     if j["type"] == "resume": resumed = j["step"]
-print(resumed if resumed is not None else lost, f"{recover:.3f}" if recover is not None else "-")
+    if j["type"] == "summary": groups = len(j["group_sizes"])
+print(resumed if resumed is not None else lost, f"{recover:.3f}" if recover is not None else "-", groups,
+      f"{join:.2f}" if join is not None else "-")
 EOF
 }
 
@@ -50,24 +56,35 @@ venv_path=PATH=$root/.venv/bin:$PATH
 base5=$(timed "$tmp/base5.log" env "$venv_path" "${mpi5[@]}" -np 8 "$ulfm" "${args[@]}" --out "$tmp/base5")
 injob=$(timed "$tmp/injob.log" env "$venv_path" FEDSHARD_FAULT=$fault "${mpi5[@]}" -x FEDSHARD_FAULT -np 8 \
         "$ulfm" "${args[@]}" --out "$tmp/injob")
+rejoin=$(timed "$tmp/rejoin.log" env "$venv_path" FEDSHARD_FAULT=$fault "${mpi5[@]}" -x FEDSHARD_FAULT -np 8 \
+        "$ulfm" "${args[@]}" --out "$tmp/rejoin" --set federation.rejoin_after=1)
 relaunch=$(timed "$tmp/relaunch.log" env FEDSHARD_FAULT=$fault bash "$root/scripts/fedshard-elastic.sh" --max-restarts 1 \
            --np 8 --launcher "${mpi4[*]} -x FEDSHARD_FAULT -np {NP}" -- "$cpu" "${args[@]}" --out "$tmp/relaunch")
-for run in base4 base5 injob relaunch; do
+for run in base4 base5 injob rejoin relaunch; do
   grep -q '"type":"summary"' "$tmp/$run/metrics.jsonl" 2>/dev/null || { echo "bench/recovery.sh: $run did not finish:"; tail -5 "$tmp/$run.log"; exit 1; }
 done
-read -r injob_from injob_recover < <(after_loss "$tmp/injob")
-read -r relaunch_from _ < <(after_loss "$tmp/relaunch")
+read -r injob_from injob_recover injob_groups _ < <(after_loss "$tmp/injob")
+read -r rejoin_from rejoin_recover rejoin_groups rejoin_join < <(after_loss "$tmp/rejoin")
+read -r relaunch_from _ relaunch_groups _ < <(after_loss "$tmp/relaunch")
 echo "fl-fsdp, 4 groups of 2, K = 4, $steps steps, checkpoints every 4; group 3 (ranks 6, 7) killed in step 6"
 echo
-echo "| arm | MPI | job wall s | uninterrupted s | lost s | went on from | steps trained again | recover_s |"
-echo "|---|---|---|---|---|---|---|---|"
-python3 - "$injob" "$base5" "$injob_from" "$injob_recover" "$relaunch" "$base4" "$relaunch_from" <<'EOF'
+echo "| arm | MPI | job wall s | uninterrupted s | lost s | went on from | steps trained again | groups at the end |" \
+  "recover_s | join_s |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
+python3 - "$base5" "$base4" "$injob" "$injob_from" "$injob_recover" "$injob_groups" "$rejoin" "$rejoin_from" \
+  "$rejoin_recover" "$rejoin_groups" "$rejoin_join" "$relaunch" "$relaunch_from" "$relaunch_groups" <<'EOF'
 import sys
-injob, base5, injob_from, recover, relaunch, base4, relaunch_from = sys.argv[1:]
+(base5, base4, injob, injob_from, injob_recover, injob_groups, rejoin, rejoin_from, rejoin_recover, rejoin_groups,
+ rejoin_join, relaunch, relaunch_from, relaunch_groups) = sys.argv[1:]
 # In-job the kept groups go on from the round after the loss (step 8) without training a step again; the
 # relaunch trains again from its checkpoint's step to step 5, the last step completed before the kill.
-print(f"| in-job (ULFM) | Open MPI 5.0.11 | {injob} | {base5} | {float(injob) - float(base5):.1f} | round of step "
-      f"{injob_from} | 0 | {recover} |")
-print(f"| relaunch (fedshard-elastic.sh) | Open MPI 4.1 | {relaunch} | {base4} | {float(relaunch) - float(base4):.1f} | "
-      f"checkpoint of step {relaunch_from} | {5 - int(relaunch_from)} | - |")
+for arm, mpi, wall, base, went_on, again, groups, recover, join in (
+        ("in-job (ULFM)", "Open MPI 5.0.11", injob, base5, f"round of step {injob_from}", 0, injob_groups,
+         injob_recover, "-"),
+        ("in-job, rejoin after 1 round", "Open MPI 5.0.11", rejoin, base5, f"round of step {rejoin_from}", 0,
+         rejoin_groups, rejoin_recover, rejoin_join),
+        ("relaunch (fedshard-elastic.sh)", "Open MPI 4.1", relaunch, base4, f"checkpoint of step {relaunch_from}",
+         5 - int(relaunch_from), relaunch_groups, "-", "-")):
+    print(f"| {arm} | {mpi} | {wall} | {base} | {float(wall) - float(base):.1f} | {went_on} | {again} | {groups} | "
+          f"{recover} | {join} |")
 EOF

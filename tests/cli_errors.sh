@@ -54,6 +54,14 @@ expect "unknown link tier" "unknown network tier 'moon'" -- "${train[@]}" --link
 expect "unknown partition" "unknown partition 'zipf'" -- "${train[@]}" --partition zipf
 expect "plan: impossible group" "group size 3 does not divide the world size 512" -- \
   "$bin" plan --paper --strategy fl-fsdp:S=3
+expect "negative rejoin_after" "federation.rejoin_after must not be negative" -- \
+  "${train[@]}" --strategy fl-ddp --set federation.rejoin_after=-1
+expect "rejoin where in-job recovery does not reach" "federation.rejoin_after = 1 needs in-job recovery" -- \
+  "${train[@]}" --strategy fl-ddp --group-size 1 --overlap delayed --set federation.rejoin_after=1
+if ! "$bin" --version | grep -q "with ULFM"; then
+  expect "rejoin without ULFM" "federation.rejoin_after = 1 needs a build against an MPI with ULFM" -- \
+    "${train[@]}" --strategy fl-ddp --group-size 1 --set federation.rejoin_after=1
+fi
 expect "overlap without federation" "apply to fl-* strategies only" -- "${train[@]}" --strategy fsdp --overlap delayed
 expect "unknown overlap" "federation.overlap must be none, delayed or streaming:F, got 'sideways'" -- \
   "${train[@]}" --strategy fl-ddp --overlap sideways

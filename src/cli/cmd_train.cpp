@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "cli/startup.h"
 #include "comm/mpi_runtime.h"
+#include "comm/rejoin.h"
 #include "comm/tier.h"
 #include "train/config.h"
 #include "train/preemption.h"
@@ -106,8 +107,12 @@ Command add_train(CLI::App& app) {
     train::install_preemption_handlers();
     auto& mpi = comm::MpiRuntime::get();
     train::TrainSetup setup;
+    // A replacement started by the kept ranks of a job that lost a group (federation.rejoin_after).
+    const MPI_Comm joined = comm::join_spawning_job();
     run_startup_phase([&] {
-      setup = train::prepare_training(train::load_config(args->config, overrides), mpi.world_size(), mpi.world_rank());
+      auto cfg = train::load_config(args->config, overrides);
+      setup = joined == MPI_COMM_NULL ? train::prepare_training(cfg, mpi.world_size(), mpi.world_rank())
+                                      : train::prepare_joining(cfg, joined);
     });
     train::Trainer trainer(std::move(setup));
     const auto summary = trainer.run();

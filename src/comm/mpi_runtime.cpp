@@ -16,6 +16,7 @@ MpiRuntime* g_runtime = nullptr;
 
 MpiRuntime::MpiRuntime(int* argc, char*** argv) {
   FS_ASSERT(g_runtime == nullptr, "one MpiRuntime per process");
+  argv_.assign(*argv, *argv + *argc);
   // Open MPI's TCP transport keeps one connection per pair of ranks; a 2-rank ring then sends and receives on
   // it, and each large message's rendezvous control (ob1's ACK/FIN) queues behind the peer's bulk data in that
   // byte stream, so the two directions mostly take turns: 45-64% of the link instead of 94%

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "comm/comm_thread.h"
 #include "comm/tier.h"
@@ -20,8 +22,13 @@ class MpiRuntime {
   // No launcher (mpirun, mpiexec, srun) started this process: MPI_Init would make it a singleton, world of 1.
   static bool started_alone();
   static MpiRuntime& get();  // the live runtime; FS_ASSERTs that one exists
+  // This process's rank at launch (MPI_COMM_WORLD's), which users, mpirun and the fault plan name it by; a
+  // replacement started for a lost rank (comm/rejoin.h) takes the lost rank's.
   int world_rank() const { return world_rank_; }
   int world_size() const { return world_size_; }
+  void take_launch_rank(int rank) { world_rank_ = rank; }
+  // The command line this process was started with, program first: what replacements are started with.
+  const std::vector<std::string>& argv() const { return argv_; }
   CommThread& comm_thread(Lane lane) { return lane == Lane::Federation ? *federation_thread_ : *comm_thread_; }
 
   // This rank's index among the job's ranks on its host, and their number (MPI shared-memory split, done
@@ -43,6 +50,7 @@ class MpiRuntime {
  private:
   int world_rank_ = 0;
   int world_size_ = 1;
+  std::vector<std::string> argv_;
   std::pair<int, int> host_{0, 1};
   std::unique_ptr<CommThread> comm_thread_;
   std::unique_ptr<CommThread> federation_thread_;

@@ -41,18 +41,6 @@ bool all_succeeded(MPI_Comm comm, bool mine) {
 #endif
 }
 
-std::vector<int> launch_ranks(MPI_Comm comm, const std::vector<int>& ranks) {
-  // Group operations are local: they work on a revoked communicator.
-  MPI_Group from, world;
-  MPI_Comm_group(comm, &from);
-  MPI_Comm_group(MPI_COMM_WORLD, &world);
-  std::vector<int> out(ranks.size(), MPI_UNDEFINED);
-  MPI_Group_translate_ranks(from, static_cast<int>(ranks.size()), ranks.data(), world, out.data());
-  MPI_Group_free(&from);
-  MPI_Group_free(&world);
-  return out;
-}
-
 Survivors shrink_after_failure(MPI_Comm comm) {
 #ifndef FEDSHARD_MPI_ULFM
   (void)comm;

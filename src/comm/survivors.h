@@ -32,9 +32,6 @@ Survivors shrink_after_failure(MPI_Comm comm);
 // reported, so it is `mine`, without communication.
 bool all_succeeded(MPI_Comm comm, bool mine);
 
-// `ranks` of comm as ranks of MPI_COMM_WORLD (a rank's number at launch, which users and mpirun name it by).
-std::vector<int> launch_ranks(MPI_Comm comm, const std::vector<int>& ranks);
-
 // Where training goes on after ranks of `old` (the ranks of its world, as Survivors::lost names them) are lost:
 // the groups none of whose ranks died, cut as before. A group that lost a rank is dropped whole, its live
 // ranks too: each of its ranks held the only copy of a shard of the group's model and optimizer state (FSDP), so

@@ -137,7 +137,8 @@ const std::vector<Binding>& bindings() {
       key_binding("federation.normalize", &TrainConfig::normalize, "none | steps (FedNova: each group's delta divided by its steps, rescaled by the mean)"),
       key_binding("federation.eval_after_sync", &TrainConfig::eval_after_sync, "evaluate the global model after every aggregation"),
       key_binding("federation.eval_group_model", &TrainConfig::eval_group_model, "also evaluate group 0's local model before each aggregation"),
-      key_binding("federation.audit", &TrainConfig::audit, "after every round each rank appends its part of a checksum of the global model to RUN/audit/rank-R.jsonl (summed over a group's ranks, equal in every group; tests/pairwise.py compares them)"),
+      key_binding("federation.audit", &TrainConfig::audit, "after every round each rank appends its part of a checksum of the global model to RUN/audit/rank-R.jsonl (summed over a group's ranks, equal in every group; tests/pairwise.py compares them); after a rejoin (federation.rejoin_after) each rank also appends its whole state's checksum, a replacement's equal to that of the rank it took its state from"),
+      key_binding("federation.rejoin_after", &TrainConfig::rejoin_after, "in-job recovery (ULFM): after this many rounds without a lost group, the kept ranks start replacements for its ranks (MPI_Comm_spawn), which rejoin with the global model; 0 = a lost group stays out"),
       key_binding("network.node", &TrainConfig::link_node, "emulated link of the node tier: BANDWIDTH,LATENCY (e.g. 100Gbit/s,2us)"),
       key_binding("network.inter_node", &TrainConfig::link_inter_node, "emulated link between nodes of a group"),
       key_binding("network.inter_group", &TrainConfig::link_inter_group, "emulated link between federation groups"),
@@ -176,6 +177,7 @@ bool one_of(const std::string& v, std::initializer_list<const char*> options) {
 
 void validate(const TrainConfig& c) {
   FS_CHECK(c.steps > 0, "train.steps must be positive, got ", c.steps);
+  FS_CHECK(c.rejoin_after >= 0, "federation.rejoin_after must not be negative, got ", c.rejoin_after);
   FS_CHECK(c.seq_len > 0, "data.seq_len must be positive, got ", c.seq_len);
   FS_CHECK(c.batch_size > 0, "data.batch_size must be positive, got ", c.batch_size);
   FS_CHECK(c.vocab_size >= 0, "model.vocab_size must not be negative");

@@ -68,6 +68,7 @@ struct TrainConfig {
   bool eval_after_sync = true;       // evaluate the global model after every aggregation
   bool eval_group_model = false;     // also evaluate group 0's local model before each aggregation
   bool audit = false;                // each rank writes its checksum of the global model after every round
+  int64_t rejoin_after = 0;          // rounds after a lost group (in-job recovery) until it is restarted; 0: never
   // [network] link emulation per tier: "BANDWIDTH,LATENCY" (e.g. "1Gbit/s,500us"); empty = real network
   std::string link_node;
   std::string link_inter_node;

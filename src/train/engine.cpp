@@ -1,7 +1,12 @@
 #include "train/engine.h"
 
 #include <ATen/core/grad_mode.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/tensor.h>
 
+#include <algorithm>
+
+#include "comm/mpi_ops.h"
 #include "util/error.h"
 
 namespace fedshard::train {
@@ -17,6 +22,63 @@ at::Tensor decay_mask(parallel::FlatParam& flat, bool decay_all) {
     if (exempt) full.narrow(0, e.offset, e.numel).zero_();
   }
   return flat.slice_of(full).clone();
+}
+
+// This rank's training state in one order (the engine's units; per unit its master shard, inner optimizer
+// state, outer optimizer state and aggregator state by name), and where the aggregator's entries are in it.
+struct StateTensors {
+  std::vector<at::Tensor> tensors;
+  // Per tensor: its unit and, for the aggregator's state, its name ("" for the others).
+  std::vector<std::pair<size_t, std::string>> aggregator_names;
+};
+StateTensors state_tensors(Engine& e) {
+  StateTensors out;
+  const auto add = [&out](const at::Tensor& t, size_t unit, const std::string& name) {
+    out.tensors.push_back(t);
+    out.aggregator_names.emplace_back(unit, name);
+  };
+  const auto& units = e.sharded->units();
+  auto& inner = e.optimizer->state();
+  const auto fed = e.aggregator ? e.aggregator->state() : std::vector<std::map<std::string, at::Tensor>>{};
+  for (size_t u = 0; u < units.size(); ++u) {
+    add(units[u]->flat().shard().detach(), u, "");
+    for (auto& [k, t] : inner[u]) add(t, u, "");
+    if (!e.aggregator) continue;
+    for (auto& [k, t] : e.aggregator->outer().state()[u]) add(t, u, "");
+    for (const auto& [name, t] : fed[u]) add(t, u, name);
+  }
+  return out;
+}
+
+constexpr int kStateTag = 31;
+constexpr int64_t kChunk = int64_t{1} << 28;  // elements per message: an MPI count is an int
+
+void send_tensor(const at::Tensor& t, MPI_Comm comm, int dest) {
+  const at::Tensor host = t.to(at::kCPU).contiguous();
+  const auto* p = static_cast<const char*>(host.data_ptr());
+  for (int64_t i = 0; i < host.numel(); i += kChunk) {
+    const int n = static_cast<int>(std::min(kChunk, host.numel() - i));
+    comm::mpi_check(MPI_Send(p + i * host.element_size(), n, comm::mpi_type(host), dest, kStateTag, comm), "MPI_Send");
+  }
+}
+
+void receive_tensor(at::Tensor t, MPI_Comm comm, int source) {
+  at::Tensor host = at::empty(t.sizes(), t.options().device(at::kCPU));
+  auto* p = static_cast<char*>(host.data_ptr());
+  for (int64_t i = 0; i < host.numel(); i += kChunk) {
+    const int n = static_cast<int>(std::min(kChunk, host.numel() - i));
+    comm::mpi_check(MPI_Recv(p + i * host.element_size(), n, comm::mpi_type(host), source, kStateTag, comm,
+                             MPI_STATUS_IGNORE),
+                    "MPI_Recv");
+  }
+  t.copy_(host);
+}
+
+// The optimizer's step counts, which AdamW's bias correction reads: its steps, then per slice.
+at::Tensor step_counts(const optim::Optimizer& o) {
+  std::vector<int64_t> v{o.steps()};
+  v.insert(v.end(), o.slice_steps().begin(), o.slice_steps().end());
+  return at::tensor(v, at::kLong);
 }
 
 }  // namespace
@@ -43,29 +105,48 @@ Engine parallelize(const EngineSpec& spec) {
 
 void hand_over(Engine& from, Engine& to) {
   at::NoGradGuard no_grad;
-  const auto& src = from.sharded->units();
-  const auto& dst = to.sharded->units();
-  FS_CHECK(src.size() == dst.size(), "hand_over: ", src.size(), " units into ", dst.size());
-  auto copy = [](at::Tensor dst_t, const at::Tensor& src_t, const char* what, size_t u) {
-    FS_CHECK(dst_t.sizes() == src_t.sizes(), "hand_over: ", what, " of unit ", u, " is ", src_t.sizes(), " here and ",
-             dst_t.sizes(), " in the new layout");
-    dst_t.copy_(src_t);
-  };
-  const auto inner_from = from.optimizer->state(), inner_to = to.optimizer->state();
-  for (size_t u = 0; u < src.size(); ++u) {
-    copy(dst[u]->flat().shard().detach(), src[u]->flat().shard().detach(), "the master shard", u);
-    FS_CHECK(inner_to[u].size() == inner_from[u].size(), "hand_over: another inner optimizer");
-    for (auto& [k, t] : inner_to[u]) copy(t, inner_from[u].at(k), "inner optimizer state", u);
+  const auto src = state_tensors(from);
+  auto dst = state_tensors(to);
+  FS_CHECK(src.tensors.size() == dst.tensors.size(), "hand_over: ", src.tensors.size(), " state tensors into ",
+           dst.tensors.size(), " (another optimizer?)");
+  for (size_t i = 0; i < src.tensors.size(); ++i) {
+    const auto& [unit, name] = dst.aggregator_names[i];
+    FS_CHECK(dst.tensors[i].sizes() == src.tensors[i].sizes(), "hand_over: a state tensor of unit ", unit, " is ",
+             src.tensors[i].sizes(), " here and ", dst.tensors[i].sizes(), " in the new layout");
+    dst.tensors[i].copy_(src.tensors[i]);
+    if (!name.empty()) to.aggregator->restore_state(unit, name, dst.tensors[i]);
   }
   to.optimizer->set_steps(from.optimizer->steps());
   to.optimizer->set_slice_steps(from.optimizer->slice_steps());
-  if (!from.aggregator) return;
-  const auto outer_from = from.aggregator->outer().state(), outer_to = to.aggregator->outer().state();
-  const auto fed = from.aggregator->state();
-  for (size_t u = 0; u < src.size(); ++u) {
-    FS_CHECK(outer_to[u].size() == outer_from[u].size(), "hand_over: another outer optimizer");
-    for (auto& [k, t] : outer_to[u]) copy(t, outer_from[u].at(k), "outer optimizer state", u);
-    for (const auto& [name, t] : fed[u]) to.aggregator->restore_state(u, name, t);
+}
+
+int64_t state_checksum(Engine& e) {
+  at::NoGradGuard no_grad;
+  int64_t sum = step_counts(*e.optimizer).sum().item<int64_t>();
+  for (const auto& t : state_tensors(e).tensors)
+    sum += t.contiguous().view(at::kInt).to(at::kLong).sum().item<int64_t>();
+  return sum;
+}
+
+void send_state(Engine& from, MPI_Comm comm, int dest) {
+  at::NoGradGuard no_grad;
+  FS_CHECK(!from.aggregator || !from.aggregator->in_flight(), "send_state: a federation round is in flight");
+  send_tensor(step_counts(*from.optimizer), comm, dest);
+  for (const auto& t : state_tensors(from).tensors) send_tensor(t, comm, dest);
+}
+
+void receive_state(Engine& to, MPI_Comm comm, int source) {
+  at::NoGradGuard no_grad;
+  at::Tensor counts = step_counts(*to.optimizer);
+  receive_tensor(counts, comm, source);
+  const auto* c = counts.data_ptr<int64_t>();
+  to.optimizer->set_steps(c[0]);
+  to.optimizer->set_slice_steps(std::vector<int64_t>(c + 1, c + counts.numel()));
+  auto state = state_tensors(to);
+  for (size_t i = 0; i < state.tensors.size(); ++i) {
+    receive_tensor(state.tensors[i], comm, source);
+    const auto& [unit, name] = state.aggregator_names[i];
+    if (!name.empty()) to.aggregator->restore_state(unit, name, state.tensors[i]);
   }
 }
 

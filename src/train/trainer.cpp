@@ -17,6 +17,7 @@
 #include "comm/ledger.h"
 #include "comm/link_emulation.h"
 #include "comm/mpi_runtime.h"
+#include "comm/rejoin.h"
 #include "comm/survivors.h"
 #include "comm/work.h"
 #include "model/hf_adapter.h"
@@ -191,6 +192,18 @@ std::string describe_progress(const CheckpointMeta& meta) {
 
 }  // namespace
 
+bool recovers_in_job(const TrainSetup& s) {
+  const auto& cfg = s.cfg;
+  const auto& layout = s.layout;
+  if (!s.strategy.federated || federation::parse_round_seconds(cfg.round, cfg.sync_every) > 0) return false;
+  // Equal groups: the kept groups' padding (a multiple of every group size) and so every shard stay as they were.
+  if (!layout.equal_groups()) return false;
+  for (int g = 0; g < layout.groups(); ++g)
+    if (layout.replicas(g) != 1) return false;  // a round ends by an all-gather inside the group
+  return cfg.overlap == "none" && cfg.compress == "none" && cfg.inner_state != "average" && !s.emulation.active() &&
+         s.topology.backend == "mpi";
+}
+
 TrainSetup prepare_training(const TrainConfig& cfg, int world_size, int world_rank) {
   TrainSetup s;
   s.cfg = cfg;
@@ -262,6 +275,11 @@ TrainSetup prepare_training(const TrainConfig& cfg, int world_size, int world_ra
   combination.units = static_cast<int>(unit_layout(s.model).size());
   combination.groups_per_rank = s.emulation.groups_per_rank;
   check_options(combination);
+  FS_CHECK(cfg.rejoin_after == 0 || recovers_in_job(s), "federation.rejoin_after = ", cfg.rejoin_after,
+           " needs in-job recovery, which covers fl-* with equal groups of one replica each, step rounds, no ",
+           "overlap, no compression, inner_state keep or reset, no emulation and the mpi backend");
+  FS_CHECK(cfg.rejoin_after == 0 || built_with_ulfm(), "federation.rejoin_after = ", cfg.rejoin_after, " needs a ",
+           "build against an MPI with ULFM (README: what happens when a node dies); this one: ", build_description());
   if (world_rank == 0) ensure_writable_dir(cfg.out);
   validate_fault_plan();
   if (!cfg.resume.empty()) {
@@ -286,6 +304,40 @@ TrainSetup prepare_training(const TrainConfig& cfg, int world_size, int world_ra
   return s;
 }
 
+nlohmann::json JoinPlan::to_json() const {
+  return {{"step", step},           {"tokens", tokens},           {"syncs", syncs},
+          {"group_sizes", group_sizes}, {"group_ids", group_ids}, {"launch_ranks", launch_ranks},
+          {"peak_flops", peak_flops}};
+}
+
+JoinPlan JoinPlan::from_json(const nlohmann::json& j) {
+  JoinPlan p;
+  p.step = j.at("step");
+  p.tokens = j.at("tokens");
+  p.syncs = j.at("syncs");
+  p.group_sizes = j.at("group_sizes").get<std::vector<int>>();
+  p.group_ids = j.at("group_ids").get<std::vector<int>>();
+  p.launch_ranks = j.at("launch_ranks").get<std::vector<int>>();
+  p.peak_flops = j.at("peak_flops");
+  return p;
+}
+
+TrainSetup prepare_joining(TrainConfig cfg, MPI_Comm comm) {
+  auto plan = JoinPlan::from_json(nlohmann::json::parse(comm::broadcast_text("", 0, comm)));
+  plan.comm = comm;
+  MPI_Comm_rank(comm, &plan.rank);
+  comm::MpiRuntime::get().take_launch_rank(plan.launch_ranks.at(plan.rank));
+  cfg.groups = plan.group_sizes;
+  cfg.group_size = 0;
+  cfg.resume.clear();
+  cfg.resume_groups.clear();
+  auto s = prepare_training(cfg, static_cast<int>(plan.launch_ranks.size()), plan.rank);
+  s.init_from = nullptr;
+  s.group_ids = plan.group_ids;
+  s.join = std::move(plan);
+  return s;
+}
+
 struct Trainer::StepResult {
   int64_t step = 0;
   bool agreed = false;      // the groups agreed (a round, or a stop between rounds): `round` holds it
@@ -306,6 +358,7 @@ struct Trainer::StepResult {
 Trainer::Trainer(TrainSetup setup) : s_(std::move(setup)) {
   const auto& cfg = s_.cfg;
   configure_link_emulation(cfg);
+  if (s_.join) base_ = s_.join->comm;
   engine_ = parallelize(engine_spec(place_rank()));
   topo_ = engine_.topo.get();
   sharded_ = engine_.sharded.get();
@@ -323,6 +376,8 @@ Trainer::Trainer(TrainSetup setup) : s_(std::move(setup)) {
   }
   if (rounds_ && topo_->layout().groups() > 1) notice_.emplace(topo_->layout(), topo_->world_rank(), base_);
   make_sampler();
+  for (int r = 0; r < topo_->layout().world(); ++r) launch_ranks_.push_back(r);
+  if (s_.join) join(*s_.join);
   if (s_.resume) {
     // Every group goes on from its own step (groups differ under time-based rounds and after a stop between
     // rounds), first holding the round it stopped at, if that one did not take place.
@@ -336,7 +391,10 @@ Trainer::Trainer(TrainSetup setup) : s_(std::move(setup)) {
   tokens_agreed_ = tokens_before_start_;
   step_agreed_ = start_step_ - 1;
   federation_sent_ = comm::Ledger::instance().snapshot().lane_sent[static_cast<int>(comm::Lane::Federation)];
-  peak_flops_ = cfg.peak_flops > 0 ? cfg.peak_flops : measure_matmul_flops(sharded_->options().device);
+  // A replacement takes the job's figure: measuring would keep every other rank waiting at the next step.
+  peak_flops_ = cfg.peak_flops > 0 ? cfg.peak_flops
+                : s_.join         ? s_.join->peak_flops
+                                  : measure_matmul_flops(sharded_->options().device);
   resolved_ = resolved_config();
   open_run_files();
   // A lost writer's lines since its last one are at most a round's steps and its evaluations (the others see the
@@ -747,16 +805,7 @@ void Trainer::surviving(int64_t step, const std::function<void()>& work) {
   work();
 }
 
-bool Trainer::recoverable() const {
-  const auto& cfg = s_.cfg;
-  const auto& layout = topo_->layout();
-  // Equal groups: the kept groups' padding (a multiple of every group size) and so every shard stay as they were.
-  if (!layout.equal_groups()) return false;
-  for (int g = 0; g < layout.groups(); ++g)
-    if (layout.replicas(g) != 1) return false;  // a round ends by an all-gather inside the group
-  return rounds_ && !rounds_->timed() && cfg.overlap == "none" && cfg.compress == "none" &&
-         cfg.inner_state != "average" && !s_.emulation.active() && s_.topology.backend == "mpi";
-}
+bool Trainer::recoverable() const { return recovers_in_job(s_); }
 
 void Trainer::recover(int64_t step) {
   const auto t0 = Clock::now();
@@ -765,12 +814,23 @@ void Trainer::recover(int64_t step) {
   auto survivors = comm::shrink_after_failure(topo_->base());
   auto kept = comm::regroup(survivors, old);
   MPI_Comm_free(&survivors.comm);
-  // Named as at launch: after an earlier loss, ranks of the base communicator are numbered differently.
-  const auto lost_ranks = comm::launch_ranks(topo_->base(), survivors.lost);
+  // Named as at launch: after an earlier loss or a rejoin, ranks of the base communicator are numbered differently.
+  std::vector<int> lost_ranks, kept_launch_ranks;
+  for (int r : survivors.lost) lost_ranks.push_back(launch_ranks_.at(r));
   const int launch_rank = comm::MpiRuntime::get().world_rank();
   std::vector<int> lost_ids, kept_ids;
-  for (int g : kept.lost_groups) lost_ids.push_back(s_.group_ids.at(g));
-  for (int g : kept.kept_groups) kept_ids.push_back(s_.group_ids.at(g));
+  for (int g : kept.lost_groups) {
+    lost_ids.push_back(s_.group_ids.at(g));
+    std::vector<int> members;  // the whole group: its live ranks leave too
+    for (int r : old.group_members(old.first_rank(g))) members.push_back(launch_ranks_.at(r));
+    lost_groups_.emplace_back(s_.group_ids.at(g), std::move(members));
+  }
+  for (int g : kept.kept_groups) {
+    kept_ids.push_back(s_.group_ids.at(g));
+    for (int r : old.group_members(old.first_rank(g))) kept_launch_ranks.push_back(launch_ranks_.at(r));
+  }
+  launch_ranks_ = kept_launch_ranks;
+  rejoin_round_ = rounds_->syncs() + s_.cfg.rejoin_after;
   const std::string lost_json = nlohmann::json(lost_ids).dump(), kept_json = nlohmann::json(kept_ids).dump();
   const std::string lost_ranks_json = nlohmann::json(lost_ranks).dump();
   if (kept.comm == MPI_COMM_NULL)
@@ -839,17 +899,120 @@ void Trainer::recover(int64_t step) {
                kept_json.c_str(), seconds);
 }
 
+void Trainer::rejoin(int64_t step) {
+  const auto t0 = Clock::now();
+  const comm::Layout old = topo_->layout();
+  JoinPlan plan;
+  plan.step = step;
+  plan.tokens = tokens_through(step);
+  plan.syncs = rounds_->syncs();
+  plan.group_sizes = old.group_sizes();
+  plan.group_ids = s_.group_ids;
+  plan.launch_ranks = launch_ranks_;
+  plan.peak_flops = peak_flops_;
+  std::vector<int> joined_ids, joined_ranks;
+  for (const auto& [id, ranks] : lost_groups_) {
+    plan.group_sizes.push_back(static_cast<int>(ranks.size()));
+    plan.group_ids.push_back(id);
+    joined_ids.push_back(id);
+    joined_ranks.insert(joined_ranks.end(), ranks.begin(), ranks.end());
+  }
+  lost_groups_.clear();
+  plan.launch_ranks.insert(plan.launch_ranks.end(), joined_ranks.begin(), joined_ranks.end());
+  const std::string ids_json = nlohmann::json(joined_ids).dump();
+  auto grown = comm::spawn_replacements(base_, static_cast<int>(joined_ranks.size()), comm::MpiRuntime::get().argv());
+  if (grown.comm == MPI_COMM_NULL) {
+    if (topo_->world_rank() == 0) {
+      std::fprintf(stderr, "fedshard: could not start replacements for groups %s at step %lld (%s); going on without "
+                   "them\n", ids_json.c_str(), static_cast<long long>(step), grown.error.c_str());
+      metrics_.write({{"type", "rejoin_failed"}, {"step", step}, {"group_ids", joined_ids}, {"error", grown.error}});
+    }
+    return;
+  }
+  comm::broadcast_text(plan.to_json().dump(), 0, grown.comm);
+  // The run's tokens so far stay counted through this step; the world's tokens per step grow from the next.
+  tokens_before_start_ = plan.tokens;
+  start_step_ = step + 1;
+  const comm::Layout layout(plan.group_sizes, old.shard_spec());
+  s_.layout = layout;
+  s_.emulation.real = s_.emulation.virtual_layout = layout;
+  s_.group_ids = plan.group_ids;
+  launch_ranks_ = plan.launch_ranks;
+  if (base_ != MPI_COMM_WORLD) MPI_Comm_free(&base_);
+  base_ = grown.comm;
+  // As in recover(): a new engine over the grown job, this rank's state handed over; then the replacements'.
+  auto spec = engine_spec(sharded_->options().device);
+  spec.init = {};
+  Engine next = parallelize(spec);
+  hand_over(engine_, next);
+  notice_.reset();
+  {
+    for (auto lane : {comm::Lane::Inner, comm::Lane::Federation}) comm::MpiRuntime::get().comm_thread(lane).drain();
+    Engine retired = std::move(engine_);
+    engine_ = std::move(next);
+  }
+  topo_ = engine_.topo.get();
+  sharded_ = engine_.sharded.get();
+  notice_.emplace(topo_->layout(), topo_->world_rank(), base_);
+  // Every replacement takes the state of the rank at its position in the first group (the donor).
+  for (int r = old.world(); r < layout.world(); ++r)
+    if (topo_->world_rank() == layout.first_rank(0) + layout.coords(r).position) send_state(engine_, base_, r);
+  s_.partition = data::partition_windows(*s_.train, s_.cfg.partition, layout.group_sizes(), s_.cfg.seed);
+  samplers_.clear();
+  readers_.clear();
+  make_sampler();
+  resolved_ = resolved_config();
+  if (s_.cfg.audit) audit_join(step);
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (topo_->world_rank() != 0) return;
+  write_file_atomically((std::filesystem::path(s_.cfg.out) / "config.json").string(), resolved_.dump(2) + "\n");
+  metrics_.write({{"type", "group_joined"},
+                  {"step", step},
+                  {"joined_group_ids", joined_ids},
+                  {"joined_ranks", joined_ranks},
+                  {"group_ids", plan.group_ids},
+                  {"group_sizes", plan.group_sizes},
+                  {"join_s", seconds}});
+  std::fprintf(stderr, "fedshard: groups %s rejoined after step %lld: %zu replacement rank(s) started, groups %s "
+               "go on (%.2f s)\n", ids_json.c_str(), static_cast<long long>(step), joined_ranks.size(),
+               nlohmann::json(plan.group_ids).dump().c_str(), seconds);
+}
+
+void Trainer::join(const JoinPlan& plan) {
+  const auto& layout = topo_->layout();
+  receive_state(engine_, base_, layout.first_rank(0) + topo_->coords().position);
+  start_step_ = plan.step + 1;
+  tokens_before_start_ = plan.tokens;
+  rounds_->restore(plan.step, /*steps_since_sync=*/0, plan.syncs, /*round_time=*/0);
+  launch_ranks_ = plan.launch_ranks;
+  recovered_ = true;
+  // The round this replacement joins after, as the others audited it (its model is the global one), and its
+  // whole state, which the rank it came from audits too.
+  if (s_.cfg.audit) {
+    audit_round(plan.step);
+    audit_join(plan.step);
+  }
+}
+
 void Trainer::audit_round(int64_t step) {
+  append_audit({{"round", rounds_->syncs()}, {"step", step}, {"group", s_.group_ids.at(topo_->coords().group)},
+                {"checksum", engine_.aggregator->global_checksum()}});
+}
+
+void Trainer::audit_join(int64_t step) {
+  append_audit({{"join_step", step}, {"group", s_.group_ids.at(topo_->coords().group)},
+                {"position", topo_->coords().position}, {"state_checksum", state_checksum(engine_)}});
+}
+
+void Trainer::append_audit(const nlohmann::json& line) {
   // Each rank its own file: no communication, so the audit changes no byte count and no timing of the run.
-  // Named by launch rank and group id, which stay when the job goes on without a lost group.
+  // Named by launch rank (a replacement's: the rank it replaces), which stays when groups are lost or rejoin.
   const auto dir = std::filesystem::path(s_.cfg.out) / "audit";
   std::filesystem::create_directories(dir);
   char name[40];
   std::snprintf(name, sizeof name, "rank-%05d.jsonl", comm::MpiRuntime::get().world_rank());
   std::ofstream f(dir / name, std::ios::app);
-  f << nlohmann::json{{"round", rounds_->syncs()}, {"step", step}, {"group", s_.group_ids.at(topo_->coords().group)},
-                      {"checksum", engine_.aggregator->global_checksum()}}.dump()
-    << "\n";
+  f << line.dump() << "\n";
   FS_CHECK(f.good(), "cannot write ", (dir / name).string());
 }
 
@@ -1047,6 +1210,9 @@ TrainSummary Trainer::run() {
       }
       r.profiled = profiler_ && profiler_->after_step(step);
       next = conclude(r, /*replayed=*/false);
+      if (next == Next::Continue && !lost_groups_.empty() && s_.cfg.rejoin_after > 0 &&
+          rounds_->steps_since_sync() == 0 && rounds_->syncs() >= rejoin_round_)
+        rejoin(step);
     } catch (const LeftJob& e) {
       return left(e, step);
     }

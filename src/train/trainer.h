@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "comm/layout.h"
 #include "comm/topology.h"
@@ -31,6 +32,21 @@
 
 namespace fedshard::train {
 
+// What a replacement started for a lost group's rank (Trainer::rejoin) learns from the kept ranks: where the job
+// is and who is in it. Its state comes after, from the rank at its position in the first group.
+struct JoinPlan {
+  MPI_Comm comm = MPI_COMM_NULL;  // the grown job: the kept ranks, then the replacements
+  int rank = 0;                   // this replacement's in comm
+  int64_t step = 0;               // the round the groups just held; training goes on from step + 1
+  int64_t tokens = 0;             // the run's through `step`
+  int64_t syncs = 0;              // rounds held through `step`
+  std::vector<int> group_sizes, group_ids;  // of the grown job
+  std::vector<int> launch_ranks;            // per rank of comm: the launch rank it stands for
+  double peak_flops = 0;                    // per rank, as rank 0 measured it (MFU)
+  nlohmann::json to_json() const;
+  static JoinPlan from_json(const nlohmann::json& j);
+};
+
 // Everything that can be checked on one rank without talking to the others: the config, the strategy and
 // sizes, the model, the data. Built inside cli::run_startup_phase so a bad input ends every rank cleanly.
 struct TrainSetup {
@@ -49,9 +65,17 @@ struct TrainSetup {
   std::shared_ptr<model::HfCheckpoint> init_from;  // checked HF directory, when initializing from one
   plan::MemoryEstimate memory;  // this rank's predicted peak (preflight)
   std::string tokenizer;        // the data's tokenizer spec, file paths absolute (checkpoints carry it)
+  std::optional<JoinPlan> join;  // this process replaces a lost rank (comm/rejoin.h)
 };
 
 TrainSetup prepare_training(const TrainConfig& cfg, int world_size, int world_rank);
+// Whether a lost group's loss is recovered in the job (ULFM: comm/survivors.h): fl-*, step rounds, equal groups
+// of one replica each, no overlap or compression, inner_state keep or reset, no emulation, the mpi backend.
+bool recovers_in_job(const TrainSetup& s);
+// In a replacement started by Trainer::rejoin (comm::join_spawning_job's `comm`): receives the JoinPlan and
+// prepares as a rank of the grown job's layout; no checkpoint and no Hugging Face model is read (the state
+// comes from a live peer).
+TrainSetup prepare_joining(TrainConfig cfg, MPI_Comm comm);
 
 struct TrainSummary {
   int64_t steps = 0;
@@ -87,15 +111,22 @@ class Trainer {
   // federate(), and where ranks are lost before the round is applied: recover() and the round again, without
   // the lost groups.
   void federate_surviving(int64_t step, bool nonfinite, StepResult& r);
-  // In-job recovery (ULFM: comm/survivors.h) covers the configurations whose rounds are synchronous and whose
-  // ranks hold one group each: fl-*, step rounds, no overlap, no emulation, the mpi backend.
-  bool recoverable() const;
+  bool recoverable() const;  // recovers_in_job, for the layout as it is now
   // Collective over the survivors after a comm::PeerLost at `step`: revokes every communicator, shrinks the
   // world to the live ranks and keeps the groups that lost none (comm::regroup). A rank of a lost group throws
   // LeftJob; the others rebuild the engine over the kept groups, hand their state over to it, deal the data
   // over the kept groups (as a relaunch of them would) and log a group_lost line. Nothing is read from disk and
   // no process restarts.
   void recover(int64_t step);
+  // Collective over the kept ranks after the round at `step`, federation.rejoin_after rounds after a loss:
+  // starts replacements for every rank of the lost groups (comm::spawn_replacements), rebuilds the engine over
+  // the kept groups and the lost ones (appended, as the replacements' ranks are), hands each rank's state over
+  // to it and sends every replacement the state of the rank at its position in the first group (the global
+  // model, which every group holds after the round, that rank's inner and outer optimizer state); deals the data
+  // over the grown job and logs a group_joined line. Where no replacement can be started, says so and goes on.
+  void rejoin(int64_t step);
+  // The replacement's side of rejoin(), from the constructor.
+  void join(const JoinPlan& plan);
   // `work` (an evaluation, a checkpoint: collectives over the world that change no training state). In a
   // recoverable configuration every rank then agrees whether it succeeded everywhere (a collective may fail on
   // some ranks only); if not, all recover() and do `work` again over the kept groups.
@@ -106,6 +137,8 @@ class Trainer {
   void log_step(const StepResult& r);
   void save(const StepResult& r);  // a checkpoint after r's step (collective over the world)
   void audit_round(int64_t step);  // federation.audit: this rank's part of the global model's checksum
+  void audit_join(int64_t step);   // and after a rejoin, its whole state's (train::state_checksum)
+  void append_audit(const nlohmann::json& line);
   // Evaluates over `comm` (the world for the global model, the group for a group's local model); rank 0 logs.
   // Evaluates the model over comm's ranks and writes the eval line; the global model's in surviving().
   void log_eval(int64_t step, const std::string& model_kind, comm::Communicator& comm);
@@ -146,6 +179,10 @@ class Trainer {
   bool pending_round_ = false;  // this group stopped at a round that did not take place (restored: hold it first)
   bool round_unapplied_ = false;  // federate() has begun a round and not applied it: it can be held again
   bool recovered_ = false;        // groups were lost and the job went on (Trainer::recover)
+  std::vector<int> launch_ranks_;  // per rank of base_: the launch rank it is (or, a replacement, stands for)
+  // Groups lost and not rejoined: id and launch ranks. They rejoin after round rejoin_round_.
+  std::vector<std::pair<int, std::vector<int>>> lost_groups_;
+  int64_t rejoin_round_ = 0;
   double slow_ = 1;          // train.slow: this rank's compute stretch
   double clock_step_ = 0;    // federation.clock = emulated: the seconds one step of this group counts, else 0
   // Time-based rounds: due evaluations/checkpoints wait for the next round's agreement; tokens of all groups

@@ -47,6 +47,14 @@ std::string mpi_library() {
 
 }  // namespace
 
+bool built_with_ulfm() {
+#ifdef FEDSHARD_MPI_ULFM
+  return true;
+#else
+  return false;
+#endif
+}
+
 bool built_with_cuda() {
 #ifdef FEDSHARD_CUDA
   return true;

@@ -12,6 +12,8 @@ std::string build_description();
 // GPUs this process can use; 0 in a CPU-only build, without a driver, or without devices. Prints nothing.
 int visible_gpus();
 bool built_with_cuda();
+// Against an MPI with ULFM, which in-job recovery needs (comm/survivors.h).
+bool built_with_ulfm();
 // Makes `device` the calling thread's current GPU, before anything else touches CUDA, so the CUDA context
 // (and every later runtime call without a device argument) is on this rank's GPU rather than on GPU 0.
 // Throws fedshard::Error when it cannot; a no-op in a CPU-only build.
