@@ -55,25 +55,29 @@ int main(int argc, char** argv) {
     if (c.app->parsed()) cmd = &c;
 
   std::unique_ptr<comm::MpiRuntime> mpi;
-  int rank = 0, world = 1;
+  // Read when reporting: a replacement for a lost rank takes that rank's number after start-up.
+  const auto rank = [&mpi] { return mpi ? mpi->world_rank() : 0; };
+  const auto world = [&mpi] { return mpi ? mpi->world_size() : 1; };
   try {
     if (cmd->needs_mpi) {
       if (cmd->precheck && comm::MpiRuntime::started_alone()) cmd->precheck();
       mpi = std::make_unique<comm::MpiRuntime>(&argc, &argv);
-      rank = mpi->world_rank();
-      world = mpi->world_size();
     }
     const int code = cmd->run();
     if (mpi && comm::MpiRuntime::peer_lost()) mpi->finish(code);
     return code;
   } catch (const cli::StartupFailed& e) {
-    return e.code;  // already reported once by the lowest failing rank
+    // Already reported once by the lowest failing rank. A replacement that could not join ends as the job's
+    // ranks do after a loss (comm/mpi_runtime.h).
+    if (mpi && comm::MpiRuntime::peer_lost()) mpi->finish(e.code);
+    return e.code;
   } catch (const Error& e) {
-    if (world == 1) {
+    if (world() == 1) {
       std::cerr << "fedshard: error: " << e.what() << std::endl;
       return 2;
     }
-    if (e.reporter()) std::cerr << "fedshard: error on rank " << rank << " of " << world << ": " << e.what() << std::endl;
+    if (e.reporter())
+      std::cerr << "fedshard: error on rank " << rank() << " of " << world() << ": " << e.what() << std::endl;
     if (e.everywhere()) {
       if (mpi && comm::MpiRuntime::peer_lost()) mpi->finish(2);  // MPI_Finalize may hang (comm/mpi_runtime.h)
       return 2;
@@ -81,11 +85,11 @@ int main(int argc, char** argv) {
     // Found by some ranks mid-job: the others may be inside a collective, so end them all.
     comm::MpiRuntime::abort(2);
   } catch (const std::exception& e) {
-    std::cerr << "fedshard: rank " << rank << " of " << world << ": " << first_line(e) << std::endl;
+    std::cerr << "fedshard: rank " << rank() << " of " << world() << ": " << first_line(e) << std::endl;
     // The whole message, LibTorch's backtrace included, only when asked for.
     if (const char* debug = std::getenv("FEDSHARD_DEBUG"); debug && std::string(debug) == "1")
-      std::cerr << "fedshard: rank " << rank << " (FEDSHARD_DEBUG=1): " << e.what() << std::endl;
-    if (world > 1) comm::MpiRuntime::abort(3);
+      std::cerr << "fedshard: rank " << rank() << " (FEDSHARD_DEBUG=1): " << e.what() << std::endl;
+    if (world() > 1) comm::MpiRuntime::abort(3);
     return 3;
   }
 }

@@ -33,14 +33,19 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv) {
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &world_size_);
-  MPI_Comm local;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank_, MPI_INFO_NULL, &local);
-  MPI_Comm_rank(local, &host_.first);
-  MPI_Comm_size(local, &host_.second);
-  MPI_Comm_free(&local);
+  count_host_ranks(MPI_COMM_WORLD, world_rank_);
   comm_thread_ = std::make_unique<CommThread>();
   federation_thread_ = std::make_unique<CommThread>();
   g_runtime = this;
+}
+
+void MpiRuntime::count_host_ranks(MPI_Comm comm, int key) {
+  MPI_Comm local;
+  FS_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, key, MPI_INFO_NULL, &local) == MPI_SUCCESS,
+           "MPI_Comm_split_type of the host's ranks failed");
+  MPI_Comm_rank(local, &host_.first);
+  MPI_Comm_size(local, &host_.second);
+  MPI_Comm_free(&local);
 }
 
 MpiRuntime::~MpiRuntime() {

@@ -2,6 +2,8 @@
 // executes collectives. Create one at the top of main, before any communicator.
 #pragma once
 
+#include <mpi.h>
+
 #include <memory>
 #include <string>
 #include <utility>
@@ -22,11 +24,14 @@ class MpiRuntime {
   // No launcher (mpirun, mpiexec, srun) started this process: MPI_Init would make it a singleton, world of 1.
   static bool started_alone();
   static MpiRuntime& get();  // the live runtime; FS_ASSERTs that one exists
-  // This process's rank at launch (MPI_COMM_WORLD's), which users, mpirun and the fault plan name it by; a
-  // replacement started for a lost rank (comm/rejoin.h) takes the lost rank's.
+  // This process's rank and the job's size at launch (MPI_COMM_WORLD's), which users, mpirun and the fault plan
+  // name them by; a replacement started for a lost rank (comm/rejoin.h) takes the lost rank's and the job's.
   int world_rank() const { return world_rank_; }
   int world_size() const { return world_size_; }
-  void take_launch_rank(int rank) { world_rank_ = rank; }
+  void join_job(int launch_rank, int job_size) {
+    world_rank_ = launch_rank;
+    world_size_ = job_size;
+  }
   // The command line this process was started with, program first: what replacements are started with.
   const std::vector<std::string>& argv() const { return argv_; }
   CommThread& comm_thread(Lane lane) { return lane == Lane::Federation ? *federation_thread_ : *comm_thread_; }
@@ -34,6 +39,9 @@ class MpiRuntime {
   // This rank's index among the job's ranks on its host, and their number (MPI shared-memory split, done
   // once at start-up: local, so a check that one rank fails before calling it cannot leave the others waiting).
   std::pair<int, int> host_rank_and_size() const { return host_; }
+  // Counts them again over `comm`, ordered by `key` (collective): a replacement's among the job it joined, in
+  // launch-rank order, so it takes the GPU and the threads of the rank it replaces.
+  void count_host_ranks(MPI_Comm comm, int key);
 
   // Ends every rank of the job (MPI_Abort); used when one rank cannot continue.
   [[noreturn]] static void abort(int code);

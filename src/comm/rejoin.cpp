@@ -32,8 +32,7 @@ Grown spawn_replacements(MPI_Comm kept, int count, const std::vector<std::string
   const std::string dir = std::filesystem::current_path().string();
   MPI_Info_set(info, "wdir", dir.c_str());
   MPI_Comm inter = MPI_COMM_NULL;
-  std::vector<int> codes(static_cast<size_t>(count), MPI_SUCCESS);
-  const int rc = MPI_Comm_spawn(program.c_str(), args.data(), count, info, 0, kept, &inter, codes.data());
+  const int rc = MPI_Comm_spawn(program.c_str(), args.data(), count, info, 0, kept, &inter, MPI_ERRCODES_IGNORE);
   MPI_Info_free(&info);
   if (rc != MPI_SUCCESS) {
     out.error = cat("MPI_Comm_spawn of ", count, " process(es) failed: ", mpi_error_text(rc));

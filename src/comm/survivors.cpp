@@ -41,6 +41,12 @@ bool all_succeeded(MPI_Comm comm, bool mine) {
 #endif
 }
 
+bool all_exchanged(MPI_Comm comm, bool mine) {
+  if (mine && MPI_Barrier(comm) != MPI_SUCCESS) mine = false;
+  if (!mine) revoke_mpi_comm(comm);
+  return all_succeeded(comm, mine);
+}
+
 Survivors shrink_after_failure(MPI_Comm comm) {
 #ifndef FEDSHARD_MPI_ULFM
   (void)comm;

@@ -31,6 +31,10 @@ Survivors shrink_after_failure(MPI_Comm comm);
 // where a collective that failed may have completed on some members). Without ULFM no peer failure is
 // reported, so it is `mine`, without communication.
 bool all_succeeded(MPI_Comm comm, bool mine);
+// all_succeeded after point-to-point work: a member still waiting for a dead member's message takes part in no
+// agreement, so every member first enters a barrier (which fails on some member when one has died), and a member
+// whose work or barrier failed revokes comm, which releases the waiting ones.
+bool all_exchanged(MPI_Comm comm, bool mine);
 
 // Where training goes on after ranks of `old` (the ranks of its world, as Survivors::lost names them) are lost:
 // the groups none of whose ranks died, cut as before. A group that lost a rank is dropped whole, its live

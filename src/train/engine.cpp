@@ -25,17 +25,17 @@ at::Tensor decay_mask(parallel::FlatParam& flat, bool decay_all) {
 }
 
 // This rank's training state in one order (the engine's units; per unit its master shard, inner optimizer
-// state, outer optimizer state and aggregator state by name), and where the aggregator's entries are in it.
+// state, outer optimizer state and aggregator state by name), and where each tensor comes from.
 struct StateTensors {
   std::vector<at::Tensor> tensors;
   // Per tensor: its unit and, for the aggregator's state, its name ("" for the others).
-  std::vector<std::pair<size_t, std::string>> aggregator_names;
+  std::vector<std::pair<size_t, std::string>> origin;
 };
 StateTensors state_tensors(Engine& e) {
   StateTensors out;
   const auto add = [&out](const at::Tensor& t, size_t unit, const std::string& name) {
     out.tensors.push_back(t);
-    out.aggregator_names.emplace_back(unit, name);
+    out.origin.emplace_back(unit, name);
   };
   const auto& units = e.sharded->units();
   auto& inner = e.optimizer->state();
@@ -110,7 +110,7 @@ void hand_over(Engine& from, Engine& to) {
   FS_CHECK(src.tensors.size() == dst.tensors.size(), "hand_over: ", src.tensors.size(), " state tensors into ",
            dst.tensors.size(), " (another optimizer?)");
   for (size_t i = 0; i < src.tensors.size(); ++i) {
-    const auto& [unit, name] = dst.aggregator_names[i];
+    const auto& [unit, name] = dst.origin[i];
     FS_CHECK(dst.tensors[i].sizes() == src.tensors[i].sizes(), "hand_over: a state tensor of unit ", unit, " is ",
              src.tensors[i].sizes(), " here and ", dst.tensors[i].sizes(), " in the new layout");
     dst.tensors[i].copy_(src.tensors[i]);
@@ -145,7 +145,7 @@ void receive_state(Engine& to, MPI_Comm comm, int source) {
   auto state = state_tensors(to);
   for (size_t i = 0; i < state.tensors.size(); ++i) {
     receive_tensor(state.tensors[i], comm, source);
-    const auto& [unit, name] = state.aggregator_names[i];
+    const auto& [unit, name] = state.origin[i];
     if (!name.empty()) to.aggregator->restore_state(unit, name, state.tensors[i]);
   }
 }

@@ -5,7 +5,9 @@
 // sleeps 60 s, as a hung node would, or until a preemption signal or a stop notice reaches it: a test's kill or
 // signal from outside then lands at a known step), alloc (LibTorch is asked for 2^50 bytes: its own
 // out-of-memory error). POINT: step (default, after backward), checkpoint (in the middle of writing that step's
-// checkpoint) or eval (before that step's evaluation of the global model). Unset in normal runs; a malformed
+// checkpoint), eval (before that step's evaluation of the global model) or join (in the rejoin after step STEP,
+// federation.rejoin_after: a replacement for launch rank RANK as it starts up, a kept rank RANK before it sends
+// the replacements their state). Unset in normal runs; a malformed
 // value is an error, not ignored.
 #pragma once
 
@@ -14,7 +16,7 @@
 
 namespace fedshard::train {
 
-enum class FaultPoint { Step, Checkpoint, Eval };
+enum class FaultPoint { Step, Checkpoint, Eval, Join };
 
 // Parses FEDSHARD_FAULT now, so a malformed value is reported at start-up.
 void validate_fault_plan();

@@ -307,7 +307,7 @@ TrainSetup prepare_training(const TrainConfig& cfg, int world_size, int world_ra
 nlohmann::json JoinPlan::to_json() const {
   return {{"step", step},           {"tokens", tokens},           {"syncs", syncs},
           {"group_sizes", group_sizes}, {"group_ids", group_ids}, {"launch_ranks", launch_ranks},
-          {"peak_flops", peak_flops}};
+          {"launch_world", launch_world}, {"peak_flops", peak_flops}};
 }
 
 JoinPlan JoinPlan::from_json(const nlohmann::json& j) {
@@ -318,6 +318,7 @@ JoinPlan JoinPlan::from_json(const nlohmann::json& j) {
   p.group_sizes = j.at("group_sizes").get<std::vector<int>>();
   p.group_ids = j.at("group_ids").get<std::vector<int>>();
   p.launch_ranks = j.at("launch_ranks").get<std::vector<int>>();
+  p.launch_world = j.at("launch_world");
   p.peak_flops = j.at("peak_flops");
   return p;
 }
@@ -326,12 +327,28 @@ TrainSetup prepare_joining(TrainConfig cfg, MPI_Comm comm) {
   auto plan = JoinPlan::from_json(nlohmann::json::parse(comm::broadcast_text("", 0, comm)));
   plan.comm = comm;
   MPI_Comm_rank(comm, &plan.rank);
-  comm::MpiRuntime::get().take_launch_rank(plan.launch_ranks.at(plan.rank));
+  auto& mpi = comm::MpiRuntime::get();
+  mpi.join_job(plan.launch_ranks.at(plan.rank), plan.launch_world);
+  mpi.count_host_ranks(comm, mpi.world_rank());
   cfg.groups = plan.group_sizes;
   cfg.group_size = 0;
   cfg.resume.clear();
   cfg.resume_groups.clear();
-  auto s = prepare_training(cfg, static_cast<int>(plan.launch_ranks.size()), plan.rank);
+  TrainSetup s;
+  try {
+    maybe_inject_fault(FaultPoint::Join, plan.step);
+    s = prepare_training(cfg, static_cast<int>(plan.launch_ranks.size()), plan.rank);
+  } catch (const std::exception&) {
+    // Every replacement and kept rank learns that this one cannot join (Trainer::rejoin); it then ends as a
+    // lost rank does.
+    comm::all_succeeded(comm, false);
+    comm::MpiRuntime::note_peer_lost();
+    throw;
+  }
+  if (!comm::all_succeeded(comm, true)) {
+    comm::MpiRuntime::note_peer_lost();
+    throw Error("another replacement could not start, so none joins; the job goes on without them");
+  }
   s.init_from = nullptr;
   s.group_ids = plan.group_ids;
   s.join = std::move(plan);
@@ -366,12 +383,20 @@ Trainer::Trainer(TrainSetup setup) : s_(std::move(setup)) {
   if (engine_.aggregator)
     rounds_.emplace(cfg.sync_every, cfg.steps, group_tokens_per_step(), federation::parse_overlap(cfg.overlap),
                     sharded_->units().size(), federation::parse_round_seconds(cfg.round, cfg.sync_every));
-  const auto factors = parallel::slow_factors(cfg.slow, topo_->layout());
-  slow_ = factors.at(static_cast<size_t>(topo_->world_rank()));
+  // train.slow names ranks and groups as launched: a replacement for a lost rank takes that rank's factor (its
+  // groups are equal: in-job recovery covers no other).
+  const int launch_rank = comm::MpiRuntime::get().world_rank();
+  const comm::Layout launched =
+      s_.join ? comm::Layout(std::vector<int>(static_cast<size_t>(s_.join->launch_world / s_.layout.group_size(0)),
+                                              s_.layout.group_size(0)),
+                             s_.layout.shard_spec())
+              : topo_->layout();
+  const auto factors = parallel::slow_factors(cfg.slow, launched);
+  slow_ = factors.at(static_cast<size_t>(launch_rank));
   // An emulated clock runs at the pace of the group's slowest rank, as a real group does.
   if (const double per_step = federation::parse_clock(cfg.clock); per_step > 0) {
     double group_factor = 1;
-    for (int r : topo_->layout().group_members(topo_->world_rank())) group_factor = std::max(group_factor, factors.at(r));
+    for (int r : launched.group_members(launch_rank)) group_factor = std::max(group_factor, factors.at(r));
     clock_step_ = per_step * group_factor;
   }
   if (rounds_ && topo_->layout().groups() > 1) notice_.emplace(topo_->layout(), topo_->world_rank(), base_);
@@ -807,6 +832,39 @@ void Trainer::surviving(int64_t step, const std::function<void()>& work) {
 
 bool Trainer::recoverable() const { return recovers_in_job(s_); }
 
+void Trainer::rebuild(const comm::Layout& layout, std::vector<int> group_ids, MPI_Comm base) {
+  s_.layout = layout;
+  s_.emulation.real = s_.emulation.virtual_layout = layout;
+  s_.group_ids = std::move(group_ids);
+  if (base_ != MPI_COMM_WORLD) MPI_Comm_free(&base_);
+  base_ = base;
+  // The new engine starts from the seed's parameters (not from disk, even where the run began from a Hugging
+  // Face checkpoint); this rank's state is then handed over from the old one, whose communicators may be revoked.
+  // Both are held meanwhile: a rank's model and optimizer state twice, briefly.
+  auto spec = engine_spec(sharded_->options().device);
+  spec.init = {};
+  Engine next = parallelize(spec);
+  engine_.aggregator->abandon_round();
+  hand_over(engine_, next);
+  notice_.reset();
+  {
+    // The old engine's collectives still queued on the comm threads end (with errors where their communicators
+    // are revoked) before those communicators are freed with it.
+    for (auto lane : {comm::Lane::Inner, comm::Lane::Federation}) comm::MpiRuntime::get().comm_thread(lane).drain();
+    Engine old = std::move(engine_);
+    engine_ = std::move(next);
+  }
+  recovered_ = true;
+  topo_ = engine_.topo.get();
+  sharded_ = engine_.sharded.get();
+  if (topo_->layout().groups() > 1) notice_.emplace(topo_->layout(), topo_->world_rank(), base_);
+  s_.partition = data::partition_windows(*s_.train, s_.cfg.partition, layout.group_sizes(), s_.cfg.seed);
+  samplers_.clear();
+  readers_.clear();
+  make_sampler();
+  resolved_ = resolved_config();
+}
+
 void Trainer::recover(int64_t step) {
   const auto t0 = Clock::now();
   const comm::Layout old = topo_->layout();
@@ -843,37 +901,8 @@ void Trainer::recover(int64_t step) {
   const int64_t synced = step - rounds_->steps_since_sync();
   tokens_before_start_ = tokens_through(synced);
   start_step_ = synced + 1;
-  s_.layout = kept.layout;
-  s_.emulation.real = s_.emulation.virtual_layout = kept.layout;
-  s_.group_ids = kept_ids;
-  if (base_ != MPI_COMM_WORLD) MPI_Comm_free(&base_);
-  base_ = kept.comm;
-  // The new engine starts from the seed's parameters (not from disk, even where the run began from a Hugging
-  // Face checkpoint); this rank's state is then handed over from the old one, whose communicators are revoked.
-  // Both are held meanwhile: a rank's model and optimizer state twice, briefly.
-  auto spec = engine_spec(sharded_->options().device);
-  spec.init = {};
-  Engine next = parallelize(spec);
-  engine_.aggregator->abandon_round();
-  hand_over(engine_, next);
-  notice_.reset();
-  {
-    // The old engine's collectives still queued on the comm threads end (with errors: their communicators are
-    // revoked) before those communicators are freed with it.
-    for (auto lane : {comm::Lane::Inner, comm::Lane::Federation}) comm::MpiRuntime::get().comm_thread(lane).drain();
-    Engine old = std::move(engine_);
-    engine_ = std::move(next);
-  }
-  recovered_ = true;
-  topo_ = engine_.topo.get();
-  sharded_ = engine_.sharded.get();
-  if (topo_->layout().groups() > 1) notice_.emplace(topo_->layout(), topo_->world_rank(), base_);
   // The data is dealt over the kept groups from the next step on, as a relaunch of them would deal it.
-  s_.partition = data::partition_windows(*s_.train, s_.cfg.partition, kept.layout.group_sizes(), s_.cfg.seed);
-  samplers_.clear();
-  readers_.clear();
-  make_sampler();
-  resolved_ = resolved_config();
+  rebuild(kept.layout, kept_ids, kept.comm);
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   if (topo_->world_rank() != 0) return;
   // The first kept rank writes the metrics from here on (the old rank 0 may have been lost): after the lost
@@ -909,6 +938,7 @@ void Trainer::rejoin(int64_t step) {
   plan.group_sizes = old.group_sizes();
   plan.group_ids = s_.group_ids;
   plan.launch_ranks = launch_ranks_;
+  plan.launch_world = comm::MpiRuntime::get().world_size();
   plan.peak_flops = peak_flops_;
   std::vector<int> joined_ids, joined_ranks;
   for (const auto& [id, ranks] : lost_groups_) {
@@ -920,48 +950,42 @@ void Trainer::rejoin(int64_t step) {
   lost_groups_.clear();
   plan.launch_ranks.insert(plan.launch_ranks.end(), joined_ranks.begin(), joined_ranks.end());
   const std::string ids_json = nlohmann::json(joined_ids).dump();
+  // Where the replacements do not join, the job goes on without them and says why.
+  const auto not_joined = [&](const std::string& why) {
+    if (topo_->world_rank() != 0) return;
+    std::fprintf(stderr, "fedshard: groups %s did not rejoin after step %lld (%s); going on without them\n",
+                 ids_json.c_str(), static_cast<long long>(step), why.c_str());
+    metrics_.write({{"type", "rejoin_failed"}, {"step", step}, {"group_ids", joined_ids}, {"error", why}});
+  };
   auto grown = comm::spawn_replacements(base_, static_cast<int>(joined_ranks.size()), comm::MpiRuntime::get().argv());
-  if (grown.comm == MPI_COMM_NULL) {
-    if (topo_->world_rank() == 0) {
-      std::fprintf(stderr, "fedshard: could not start replacements for groups %s at step %lld (%s); going on without "
-                   "them\n", ids_json.c_str(), static_cast<long long>(step), grown.error.c_str());
-      metrics_.write({{"type", "rejoin_failed"}, {"step", step}, {"group_ids", joined_ids}, {"error", grown.error}});
-    }
-    return;
-  }
+  if (grown.comm == MPI_COMM_NULL) return not_joined(grown.error);
   comm::broadcast_text(plan.to_json().dump(), 0, grown.comm);
+  comm::MpiRuntime::get().count_host_ranks(grown.comm, comm::MpiRuntime::get().world_rank());
+  // The replacements' start-up (prepare_joining) may fail on their node: then they have left.
+  if (!comm::all_succeeded(grown.comm, true)) {
+    MPI_Comm_free(&grown.comm);
+    return not_joined("a replacement could not start up");
+  }
   // The run's tokens so far stay counted through this step; the world's tokens per step grow from the next.
   tokens_before_start_ = plan.tokens;
   start_step_ = step + 1;
-  const comm::Layout layout(plan.group_sizes, old.shard_spec());
-  s_.layout = layout;
-  s_.emulation.real = s_.emulation.virtual_layout = layout;
-  s_.group_ids = plan.group_ids;
   launch_ranks_ = plan.launch_ranks;
-  if (base_ != MPI_COMM_WORLD) MPI_Comm_free(&base_);
-  base_ = grown.comm;
-  // As in recover(): a new engine over the grown job, this rank's state handed over; then the replacements'.
-  auto spec = engine_spec(sharded_->options().device);
-  spec.init = {};
-  Engine next = parallelize(spec);
-  hand_over(engine_, next);
-  notice_.reset();
-  {
-    for (auto lane : {comm::Lane::Inner, comm::Lane::Federation}) comm::MpiRuntime::get().comm_thread(lane).drain();
-    Engine retired = std::move(engine_);
-    engine_ = std::move(next);
+  const comm::Layout layout(plan.group_sizes, old.shard_spec());
+  rebuild(layout, plan.group_ids, grown.comm);
+  // Every replacement takes the state of the rank at its position in the first group (the donor). A rank lost
+  // meanwhile, a replacement or a kept one, makes every replacement leave and the groups that lost a rank too.
+  bool sent = true;
+  try {
+    maybe_inject_fault(FaultPoint::Join, step);
+    for (int r = old.world(); r < layout.world(); ++r)
+      if (topo_->world_rank() == layout.first_rank(0) + layout.coords(r).position) send_state(engine_, base_, r);
+  } catch (const comm::PeerLost&) {
+    sent = false;
   }
-  topo_ = engine_.topo.get();
-  sharded_ = engine_.sharded.get();
-  notice_.emplace(topo_->layout(), topo_->world_rank(), base_);
-  // Every replacement takes the state of the rank at its position in the first group (the donor).
-  for (int r = old.world(); r < layout.world(); ++r)
-    if (topo_->world_rank() == layout.first_rank(0) + layout.coords(r).position) send_state(engine_, base_, r);
-  s_.partition = data::partition_windows(*s_.train, s_.cfg.partition, layout.group_sizes(), s_.cfg.seed);
-  samplers_.clear();
-  readers_.clear();
-  make_sampler();
-  resolved_ = resolved_config();
+  if (!comm::all_exchanged(base_, sent)) {
+    not_joined("a rank was lost during the join");
+    return recover(step);
+  }
   if (s_.cfg.audit) audit_join(step);
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   if (topo_->world_rank() != 0) return;
@@ -980,12 +1004,25 @@ void Trainer::rejoin(int64_t step) {
 
 void Trainer::join(const JoinPlan& plan) {
   const auto& layout = topo_->layout();
-  receive_state(engine_, base_, layout.first_rank(0) + topo_->coords().position);
   start_step_ = plan.step + 1;
   tokens_before_start_ = plan.tokens;
   rounds_->restore(plan.step, /*steps_since_sync=*/0, plan.syncs, /*round_time=*/0);
   launch_ranks_ = plan.launch_ranks;
   recovered_ = true;
+  bool received = true;
+  try {
+    receive_state(engine_, base_, layout.first_rank(0) + topo_->coords().position);
+  } catch (const comm::PeerLost&) {
+    received = false;
+  }
+  if (!comm::all_exchanged(base_, received)) {
+    // The kept ranks go on without every joining group (Trainer::rejoin): this process ends here, as a lost
+    // one, so their recovery counts it among the lost.
+    std::fprintf(stderr, "fedshard: rank %d: a rank was lost while this replacement joined after step %lld; it "
+                 "leaves, the job goes on\n", comm::MpiRuntime::get().world_rank(), static_cast<long long>(plan.step));
+    comm::MpiRuntime::note_peer_lost();
+    comm::MpiRuntime::get().finish(0);
+  }
   // The round this replacement joins after, as the others audited it (its model is the global one), and its
   // whole state, which the rank it came from audits too.
   if (s_.cfg.audit) {
@@ -1128,7 +1165,7 @@ TrainSummary Trainer::run() {
       for (comm::Tier t : comm::kTiers) step_bytes_[static_cast<int>(t)] += r.sent[static_cast<int>(t)];
       if (step > start_step_ && !r.profiled) {  // the first step includes one-time allocation and warm-up
         step_seconds_sum_ += r.seconds;
-        ++timed_steps_;
+        timed_tokens_ += static_cast<double>(world_tokens_per_step());  // the world may change (a lost group)
       }
       if (step % cfg.log_every == 0 || last) log_step(r);
     }
@@ -1249,7 +1286,7 @@ TrainSummary Trainer::run() {
   summary.final_val_ppl = last_val_ppl_;
   summary.unigram_val_ppl = s_.train->manifest().unigram_val_ppl.value_or(0.0);
   const double step_tokens = static_cast<double>(world_tokens_per_step());
-  summary.tok_per_s = timed_steps_ > 0 ? step_tokens * timed_steps_ / step_seconds_sum_ : step_tokens / wall;
+  summary.tok_per_s = timed_tokens_ > 0 ? timed_tokens_ / step_seconds_sum_ : step_tokens / wall;
   summary.reporter = topo_->world_rank() == 0;
   if (topo_->world_rank() == 0) {
     // Counted at the MPI sends, next to the ring formula's figure, per tier and per communicator (rank 0's).

@@ -42,6 +42,7 @@ struct JoinPlan {
   int64_t syncs = 0;              // rounds held through `step`
   std::vector<int> group_sizes, group_ids;  // of the grown job
   std::vector<int> launch_ranks;            // per rank of comm: the launch rank it stands for
+  int launch_world = 0;                     // the job's ranks at launch
   double peak_flops = 0;                    // per rank, as rank 0 measured it (MFU)
   nlohmann::json to_json() const;
   static JoinPlan from_json(const nlohmann::json& j);
@@ -123,10 +124,15 @@ class Trainer {
   // the kept groups and the lost ones (appended, as the replacements' ranks are), hands each rank's state over
   // to it and sends every replacement the state of the rank at its position in the first group (the global
   // model, which every group holds after the round, that rank's inner and outer optimizer state); deals the data
-  // over the grown job and logs a group_joined line. Where no replacement can be started, says so and goes on.
+  // over the grown job and logs a group_joined line. Where the replacements cannot be started or one cannot
+  // start up, says so (rejoin_failed) and goes on as before; where a rank is lost during the transfer, every
+  // replacement leaves and the kept ranks recover() from the loss, so the lost groups rejoin again later.
   void rejoin(int64_t step);
   // The replacement's side of rejoin(), from the constructor.
   void join(const JoinPlan& plan);
+  // recover() and rejoin(): the engine rebuilt over `layout` (groups `group_ids`, ranks `base`), this rank's state
+  // handed over to it, the data dealt over its groups.
+  void rebuild(const comm::Layout& layout, std::vector<int> group_ids, MPI_Comm base);
   // `work` (an evaluation, a checkpoint: collectives over the world that change no training state). In a
   // recoverable configuration every rank then agrees whether it succeeded everywhere (a collective may fail on
   // some ranks only); if not, all recover() and do `work` again over the kept groups.
@@ -193,7 +199,7 @@ class Trainer {
   std::array<double, comm::kNumTiers> federation_sent_{};  // the federation lane's bytes accounted to steps so far
   std::chrono::steady_clock::time_point run_start_ = std::chrono::steady_clock::now();  // of this launch
   double step_seconds_sum_ = 0;
-  int64_t timed_steps_ = 0;
+  double timed_tokens_ = 0;  // the world's tokens of the steps in step_seconds_sum_
 };
 
 }  // namespace fedshard::train
