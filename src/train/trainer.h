@@ -25,28 +25,13 @@
 #include "train/engine.h"
 #include "train/evaluator.h"
 #include "train/group_states.h"
+#include "train/join_plan.h"
 #include "train/lr_schedule.h"
 #include "train/metrics.h"
 #include "train/step_profiler.h"
 #include "train/stop_notice.h"
 
 namespace fedshard::train {
-
-// What a replacement started for a lost group's rank (Trainer::rejoin) learns from the kept ranks: where the job
-// is and who is in it. Its state comes after, from the rank at its position in the first group.
-struct JoinPlan {
-  MPI_Comm comm = MPI_COMM_NULL;  // the grown job: the kept ranks, then the replacements
-  int rank = 0;                   // this replacement's in comm
-  int64_t step = 0;               // the round the groups just held; training goes on from step + 1
-  int64_t tokens = 0;             // the run's through `step`
-  int64_t syncs = 0;              // rounds held through `step`
-  std::vector<int> group_sizes, group_ids;  // of the grown job
-  std::vector<int> launch_ranks;            // per rank of comm: the launch rank it stands for
-  int launch_world = 0;                     // the job's ranks at launch
-  double peak_flops = 0;                    // per rank, as rank 0 measured it (MFU)
-  nlohmann::json to_json() const;
-  static JoinPlan from_json(const nlohmann::json& j);
-};
 
 // Everything that can be checked on one rank without talking to the others: the config, the strategy and
 // sizes, the model, the data. Built inside cli::run_startup_phase so a bad input ends every rank cleanly.
