@@ -1,7 +1,5 @@
 #include "comm/rejoin.h"
 
-#include <unistd.h>
-
 #include <cstdint>
 #include <filesystem>
 
