@@ -14,11 +14,8 @@ namespace fedshard::comm {
 
 void mpi_check(int rc, const char* call) {
   if (rc == MPI_SUCCESS) return;
-  char msg[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  MPI_Error_string(rc, msg, &len);
-  if (is_peer_failure(rc)) throw PeerLost(cat(call, ": ", std::string(msg, len)));
-  throw std::runtime_error(cat(call, ": ", std::string(msg, len)));
+  if (is_peer_failure(rc)) throw PeerLost(cat(call, ": ", mpi_error_string(rc)));
+  throw std::runtime_error(cat(call, ": ", mpi_error_string(rc)));
 }
 
 MPI_Datatype mpi_type(const at::Tensor& t) {

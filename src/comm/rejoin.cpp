@@ -3,20 +3,10 @@
 #include <cstdint>
 #include <filesystem>
 
+#include "comm/survivors.h"
 #include "util/error.h"
 
 namespace fedshard::comm {
-
-namespace {
-
-std::string mpi_error_text(int rc) {
-  char text[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  MPI_Error_string(rc, text, &len);
-  return std::string(text, static_cast<size_t>(len));
-}
-
-}  // namespace
 
 Grown spawn_replacements(MPI_Comm kept, int count, const std::vector<std::string>& argv) {
   Grown out;
@@ -33,7 +23,7 @@ Grown spawn_replacements(MPI_Comm kept, int count, const std::vector<std::string
   const int rc = MPI_Comm_spawn(program.c_str(), args.data(), count, info, 0, kept, &inter, MPI_ERRCODES_IGNORE);
   MPI_Info_free(&info);
   if (rc != MPI_SUCCESS) {
-    out.error = cat("MPI_Comm_spawn of ", count, " process(es) failed: ", mpi_error_text(rc));
+    out.error = cat("MPI_Comm_spawn of ", count, " process(es) failed: ", mpi_error_string(rc));
     return out;
   }
   MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN);
@@ -41,7 +31,7 @@ Grown spawn_replacements(MPI_Comm kept, int count, const std::vector<std::string
   MPI_Comm_free(&inter);
   if (merged != MPI_SUCCESS) {
     out.comm = MPI_COMM_NULL;
-    out.error = cat("MPI_Intercomm_merge with the replacements failed: ", mpi_error_text(merged));
+    out.error = cat("MPI_Intercomm_merge with the replacements failed: ", mpi_error_string(merged));
     return out;
   }
   MPI_Comm_set_errhandler(out.comm, MPI_ERRORS_RETURN);

@@ -12,6 +12,13 @@
 
 namespace fedshard::comm {
 
+std::string mpi_error_string(int mpi_error) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(mpi_error, text, &len);
+  return std::string(text, static_cast<size_t>(len));
+}
+
 bool is_peer_failure(int mpi_error) {
 #ifdef FEDSHARD_MPI_ULFM
   int cls = mpi_error;

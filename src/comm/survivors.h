@@ -6,12 +6,15 @@
 
 #include <mpi.h>
 
+#include <string>
 #include <vector>
 
 #include "comm/layout.h"
 
 namespace fedshard::comm {
 
+// The MPI library's words for an error code.
+std::string mpi_error_string(int mpi_error);
 // Whether an MPI error code says a peer died, or that a survivor revoked the communicator after one did.
 bool is_peer_failure(int mpi_error);
 // Makes every member's pending and later operations on comm fail (no-op without ULFM: nothing fails there).
