@@ -50,7 +50,7 @@ FIXED = {"federation.clock": "wall", "train.slow": "", "checkpoint.every": "0", 
          "federation.eval_after_sync": "false",
          "model.dtype": "float32", "federation.eval_group_model": "false", "parallel.sync_every": str(K),
          "parallel.backend": "mpi", "model.device": "cpu", "federation.compress_block": "256",
-         "federation.outer_lr": "1"}
+         "federation.outer_lr": "1", "federation.rejoin_after": "0"}
 
 
 def is_fl(cfg):
@@ -76,6 +76,14 @@ def held_groups(v):  # parallel.emulate 4x2 on 4 real ranks: 2 virtual groups pe
     return bool(v["parallel.emulate"]) and is_fl(v)
 
 
+def in_job_recovery(v):  # a lost group leaves and the others go on: fl-* in equal groups of one replica (an
+    # hsdp group of 2 with shard size 2 is one), step rounds, plain rounds, no emulation, the mpi backend
+    return (is_fl(v) and v["parallel.groups"] == "2,2" and not v["parallel.emulate"]
+            and not v["federation.round"].startswith("seconds:") and v["federation.overlap"] == "none"
+            and v["federation.compress"] == "none" and v["federation.inner_state"] != "average"
+            and v["parallel.backend"] == "mpi")
+
+
 COMPUTED = {
     "parallel.sync_every is not a multiple of F":
         lambda v: v["federation.overlap"].startswith("streaming:") and
@@ -84,6 +92,7 @@ COMPUTED = {
         lambda v: v["federation.overlap"].startswith("streaming:") and int(v["federation.overlap"].split(":")[1]) > 4,
     "the backend (resolved at start-up) is nccl": lambda v: v["parallel.backend"] == "nccl",
     "each rank group holds several virtual groups": held_groups,
+    "in-job recovery does not cover the job": lambda v: not in_job_recovery(v),
 }
 
 
@@ -215,7 +224,8 @@ def product(space):
 # Values the refusal configurations give options the accepted ones do not vary.
 EXTRA_VALUES = {"train.slow": ["group:1=2"], "federation.eval_group_model": ["true"], "model.dtype": ["float32"],
                 "checkpoint.every": ["2"], "train.resume": ["auto"], "federation.clock": [CLOCK],
-                "parallel.sync_every": ["3"], "parallel.backend": ["nccl"], "model.device": ["cuda"]}
+                "parallel.sync_every": ["3"], "parallel.backend": ["nccl"], "model.device": ["cuda"],
+                "federation.rejoin_after": ["1"]}
 
 
 def refusal_configs(space):
@@ -240,6 +250,8 @@ def refusal_configs(space):
             extra["parallel.backend"], extra["model.device"] = "nccl", "cuda"
         elif comp == "each rank group holds several virtual groups":
             cfg["parallel.emulate"], cfg["parallel.groups"] = "4x2", "2,2"
+        elif comp == "in-job recovery does not cover the job":
+            cfg["federation.overlap"] = "delayed"
         if cfg.get("parallel.emulate"):
             cfg["parallel.groups"] = "2,2"
         out.append((r, cfg, extra))

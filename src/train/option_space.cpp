@@ -246,6 +246,21 @@ const std::vector<RefusalDecl>& declared_refusals() {
       d.message = held_groups;
       v.push_back(d);
     }
+    {
+      RefusalDecl d;
+      d.name = "rejoin-outside-recovery";
+      d.all = {{"federation.rejoin_after", Op::IsNot, {"0"}}};
+      d.at_start = true;
+      d.computed = [](const Combination& c) { return !c.in_job_recovery; };
+      d.computed_says = "in-job recovery does not cover the job";
+      d.why = "only groups that went on without a lost group can take it back";
+      d.message = [](const Combination& c) {
+        return cat("federation.rejoin_after = ", c.cfg.rejoin_after, " needs in-job recovery, which covers fl-* with ",
+                   "equal groups of one replica each, step rounds, no overlap, no compression, inner_state keep or ",
+                   "reset, no emulation and the mpi backend");
+      };
+      v.push_back(d);
+    }
     return v;
   }();
   return r;

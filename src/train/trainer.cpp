@@ -274,10 +274,8 @@ TrainSetup prepare_training(const TrainConfig& cfg, int world_size, int world_ra
   combination.backend = s.topology.backend;
   combination.units = static_cast<int>(unit_layout(s.model).size());
   combination.groups_per_rank = s.emulation.groups_per_rank;
+  combination.in_job_recovery = recovers_in_job(s);
   check_options(combination);
-  FS_CHECK(cfg.rejoin_after == 0 || recovers_in_job(s), "federation.rejoin_after = ", cfg.rejoin_after,
-           " needs in-job recovery, which covers fl-* with equal groups of one replica each, step rounds, no ",
-           "overlap, no compression, inner_state keep or reset, no emulation and the mpi backend");
   FS_CHECK(cfg.rejoin_after == 0 || built_with_ulfm(), "federation.rejoin_after = ", cfg.rejoin_after, " needs a ",
            "build against an MPI with ULFM (README: what happens when a node dies); this one: ", build_description());
   if (world_rank == 0) ensure_writable_dir(cfg.out);
