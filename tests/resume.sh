@@ -33,6 +33,14 @@ run() {  # NP OUT ARGS... (exit status returned)
   timeout 180 "${mpi[@]}" ${FEDSHARD_FAULT:+-x FEDSHARD_FAULT} -np "$np" $(rank_files "$(ranks_of "$out")") \
     "$bin" "${base[@]}" --out "$out" "$@" >"$out.log" 2>&1
 }
+# A run its fault plan kills ends at once (not at run's timeout) with mpirun naming the signal.
+killed() {  # STATUS OUT WHAT
+  case $1 in
+    0) fail "$3 exited 0"; return 1 ;;
+    124) fail "$3 hung: still running after 180 s"; return 1 ;;
+    *) grep -q "signal 9" "$2.log" || { fail "$3 (exit $1): mpirun does not name the kill"; return 1; } ;;
+  esac
+}
 ranks_of() { echo "$tmp/ranks/${1//\//_}"; }
 rank_errors() { rank_output "$(ranks_of "$1")" | grep "fedshard: error"; }
 
@@ -43,17 +51,16 @@ run 8 "$tmp/runs/ref-fl" --strategy fl-hsdp --group-size 4 --shard-size 2 --sync
   || fail "reference fl-hsdp run"
 
 # 1. A rank SIGKILLed mid-training (step 6): the job dies; resume from step 4.
-FEDSHARD_FAULT=kill:1:6 run 4 "$tmp/runs/killed" --strategy fsdp \
-  && fail "killed run exited 0"
-grep -q "signal 9" "$tmp/runs/killed.log" && ok "rank killed: mpirun names the cause ($(grep -m1 -o 'exited on signal 9[^.]*' "$tmp/runs/killed.log"))" \
-  || fail "rank killed: cause not logged"
+FEDSHARD_FAULT=kill:1:6 run 4 "$tmp/runs/killed" --strategy fsdp
+killed $? "$tmp/runs/killed" "killed run" &&
+  ok "rank killed: mpirun names the cause ($(grep -m1 -o 'exited on signal 9[^.]*' "$tmp/runs/killed.log"))"
 [ "$(cat "$tmp/runs/killed/checkpoints/latest")" = "step-00000004" ] || fail "latest after kill is not step 4"
 run 4 "$tmp/runs/killed" --strategy fsdp --resume auto || fail "resume after kill"
 same_losses "kill -9 of one rank at step 6, resume" "$tmp/runs/killed" "$tmp/runs/ref"
 
 # 2. Killed in the middle of writing the step-8 checkpoint (rank 2 dies after its own file).
-FEDSHARD_FAULT=kill:2:8:checkpoint run 4 "$tmp/runs/midwrite" --strategy fsdp \
-  && fail "mid-write kill exited 0"
+FEDSHARD_FAULT=kill:2:8:checkpoint run 4 "$tmp/runs/midwrite" --strategy fsdp
+killed $? "$tmp/runs/midwrite" "mid-write kill"
 [ "$(cat "$tmp/runs/midwrite/checkpoints/latest")" = "step-00000004" ] && [ ! -d "$tmp/runs/midwrite/checkpoints/step-00000008" ] \
   && ok "killed mid-checkpoint: step-8 never published, latest still step 4" || fail "half-written checkpoint visible"
 run 4 "$tmp/runs/midwrite" --strategy fsdp --resume auto || fail "resume after mid-write kill"
@@ -74,8 +81,8 @@ same_losses "kill -9 of the whole job, resume" "$tmp/runs/whole" "$tmp/runs/ref"
 
 # 4. fl-hsdp (8 ranks, K=4) killed at step 9, one step into a round: the step-6 checkpoint is mid-round too.
 FEDSHARD_FAULT=kill:5:9 run 8 "$tmp/runs/fl" --strategy fl-hsdp --group-size 4 --shard-size 2 --sync-every 4 \
-  --set checkpoint.every=6 \
-  && fail "killed fl run exited 0"
+  --set checkpoint.every=6
+killed $? "$tmp/runs/fl" "killed fl run"
 run 8 "$tmp/runs/fl" --strategy fl-hsdp --group-size 4 --shard-size 2 --sync-every 4 --set checkpoint.every=6 \
   --resume auto || fail "resume fl-hsdp"
 same_losses "fl-hsdp killed mid-round, resume" "$tmp/runs/fl" "$tmp/runs/ref-fl"
@@ -88,8 +95,8 @@ relaxed() {  # NAME ARGS...
   local name=$1
   shift
   run 4 "$tmp/runs/ref-$name" "$@" --sync-every 4 --set checkpoint.every=6 || fail "reference $name run"
-  FEDSHARD_FAULT=kill:1:9 run 4 "$tmp/runs/$name" "$@" --sync-every 4 --set checkpoint.every=6 \
-    && fail "killed $name run exited 0"
+  FEDSHARD_FAULT=kill:1:9 run 4 "$tmp/runs/$name" "$@" --sync-every 4 --set checkpoint.every=6
+  killed $? "$tmp/runs/$name" "killed $name run"
   tr -d ' \n' <"$tmp/runs/$name/checkpoints/step-00000006/meta.json" 2>/dev/null | grep -q '"round_in_flight":\[[0-9]' \
     || { fail "$name: the step-6 checkpoint has no round in flight"
          { ls "$tmp/runs/$name/checkpoints"; tail -5 "$tmp/runs/$name.log"; rank_output "$(ranks_of "$tmp/runs/$name")" |
