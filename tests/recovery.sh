@@ -163,7 +163,8 @@ scenario "group 0 killed at step 4, then rank 6 in the step-8 evaluation" twice 
 # ranks start replacements for the lost group's ranks (MPI_Comm_spawn) after the round held without it. LOST and
 # AUDIT as above, JOINED "step|joined ids|group ids|joined ranks;" per group_joined line (a replacement audits the
 # round it joins after), FAILED "step|group ids;" per rejoin_failed line. Every replacement's whole state (model, inner and outer optimizer state, step counts) equals
-# that of the rank at its position in the first group, which gave it (federation.audit's join lines); with
+# that of the rank at its position in the first group, which gave it (federation.audit's join lines), and the
+# bytes of state received add up to those sent and to group_joined's state_bytes; with
 # RELAUNCH-STEP (- for none), the steps after it equal a relaunch of 8 ranks from the grown job's checkpoint of
 # that step. ARGS: more train flags, for this run and an uninterrupted reference of its own.
 rejoin_scenario() {
@@ -227,7 +228,12 @@ for g in (j for j in map(json.loads, open('$dir/metrics.jsonl')) if j['type'] ==
     for new in (j for j in at if j['group'] in g['joined_group_ids']):
         donor = [j for j in at if j['group'] == g['group_ids'][0] and j['position'] == new['position']]
         print('ok' if len(donor) == 1 and donor[0]['state_checksum'] == new['state_checksum'] else
-              f\"group {new['group']} position {new['position']}: {new['state_checksum']} vs {donor}\")")
+              f\"group {new['group']} position {new['position']}: {new['state_checksum']} vs {donor}\")
+    # The bytes the replacements' receives counted, those the donors handed to MPI_Send, and the metrics line's.
+    received = sum(j['state_bytes'] for j in at if j['group'] in g['joined_group_ids'])
+    sent = sum(j['state_bytes'] for j in at if j['group'] not in g['joined_group_ids'])
+    print('ok' if received == sent == g['state_bytes'] > 0 else
+          f\"state bytes: received {received}, sent {sent}, group_joined {g['state_bytes']}\")")
   [ -z "$joined" ] || { [ -n "$states" ] && ! grep -qv '^ok$' <<<"$states"; } ||
     { fail "$name: a replacement's state is not its donor's: ${states:-no join lines in the audit}"; return; }
   sizes=$($py -c "

@@ -53,25 +53,35 @@ StateTensors state_tensors(Engine& e) {
 constexpr int kStateTag = 31;
 constexpr int64_t kChunk = int64_t{1} << 28;  // elements per message: an MPI count is an int
 
-void send_tensor(const at::Tensor& t, MPI_Comm comm, int dest) {
+int64_t send_tensor(const at::Tensor& t, MPI_Comm comm, int dest) {
   const at::Tensor host = t.to(at::kCPU).contiguous();
   const auto* p = static_cast<const char*>(host.data_ptr());
+  int64_t sent = 0;
   for (int64_t i = 0; i < host.numel(); i += kChunk) {
     const int n = static_cast<int>(std::min(kChunk, host.numel() - i));
     comm::mpi_check(MPI_Send(p + i * host.element_size(), n, comm::mpi_type(host), dest, kStateTag, comm), "MPI_Send");
+    sent += int64_t{n} * host.element_size();
   }
+  return sent;
 }
 
-void receive_tensor(at::Tensor t, MPI_Comm comm, int source) {
+int64_t receive_tensor(at::Tensor t, MPI_Comm comm, int source) {
   at::Tensor host = at::empty(t.sizes(), t.options().device(at::kCPU));
   auto* p = static_cast<char*>(host.data_ptr());
+  const MPI_Datatype type = comm::mpi_type(host);
+  int type_bytes = 0;
+  MPI_Type_size(type, &type_bytes);
+  int64_t received = 0;
   for (int64_t i = 0; i < host.numel(); i += kChunk) {
     const int n = static_cast<int>(std::min(kChunk, host.numel() - i));
-    comm::mpi_check(MPI_Recv(p + i * host.element_size(), n, comm::mpi_type(host), source, kStateTag, comm,
-                             MPI_STATUS_IGNORE),
-                    "MPI_Recv");
+    MPI_Status status;
+    comm::mpi_check(MPI_Recv(p + i * host.element_size(), n, type, source, kStateTag, comm, &status), "MPI_Recv");
+    int count = 0;
+    MPI_Get_count(&status, type, &count);
+    received += int64_t{count} * type_bytes;
   }
   t.copy_(host);
+  return received;
 }
 
 // The optimizer's step counts, which AdamW's bias correction reads: its steps, then per slice.
@@ -128,26 +138,28 @@ int64_t state_checksum(Engine& e) {
   return sum;
 }
 
-void send_state(Engine& from, MPI_Comm comm, int dest) {
+int64_t send_state(Engine& from, MPI_Comm comm, int dest) {
   at::NoGradGuard no_grad;
   FS_CHECK(!from.aggregator || !from.aggregator->in_flight(), "send_state: a federation round is in flight");
-  send_tensor(step_counts(*from.optimizer), comm, dest);
-  for (const auto& t : state_tensors(from).tensors) send_tensor(t, comm, dest);
+  int64_t sent = send_tensor(step_counts(*from.optimizer), comm, dest);
+  for (const auto& t : state_tensors(from).tensors) sent += send_tensor(t, comm, dest);
+  return sent;
 }
 
-void receive_state(Engine& to, MPI_Comm comm, int source) {
+int64_t receive_state(Engine& to, MPI_Comm comm, int source) {
   at::NoGradGuard no_grad;
   at::Tensor counts = step_counts(*to.optimizer);
-  receive_tensor(counts, comm, source);
+  int64_t received = receive_tensor(counts, comm, source);
   const auto* c = counts.data_ptr<int64_t>();
   to.optimizer->set_steps(c[0]);
   to.optimizer->set_slice_steps(std::vector<int64_t>(c + 1, c + counts.numel()));
   auto state = state_tensors(to);
   for (size_t i = 0; i < state.tensors.size(); ++i) {
-    receive_tensor(state.tensors[i], comm, source);
+    received += receive_tensor(state.tensors[i], comm, source);
     const auto& [unit, name] = state.origin[i];
     if (!name.empty()) to.aggregator->restore_state(unit, name, state.tensors[i]);
   }
+  return received;
 }
 
 }  // namespace fedshard::train

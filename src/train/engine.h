@@ -47,9 +47,10 @@ void hand_over(Engine& from, Engine& to);
 
 // The same state over MPI, from a rank of one group to the rank at the same position of a group that joins
 // (Trainer::rejoin): point to point over comm, every tensor as its bytes. The two engines were built from the
-// same spec, so their state has the same tensors in the same order; no round may be in flight.
-void send_state(Engine& from, MPI_Comm comm, int dest);
-void receive_state(Engine& to, MPI_Comm comm, int source);
+// same spec, so their state has the same tensors in the same order; no round may be in flight. Each returns
+// the bytes it moved: handed to MPI_Send, or as MPI_Recv's statuses count them.
+int64_t send_state(Engine& from, MPI_Comm comm, int dest);
+int64_t receive_state(Engine& to, MPI_Comm comm, int source);
 // The sum of every state tensor's 32-bit words and the step counts (federation.audit): equal on two ranks that
 // hold the same state.
 int64_t state_checksum(Engine& e);

@@ -16,6 +16,7 @@
 
 #include "comm/ledger.h"
 #include "comm/link_emulation.h"
+#include "comm/mpi_ops.h"
 #include "comm/mpi_runtime.h"
 #include "comm/rejoin.h"
 #include "comm/survivors.h"
@@ -954,10 +955,14 @@ void Trainer::rejoin(int64_t step) {
   // Every replacement takes the state of the rank at its position in the first group (the donor). A rank lost
   // meanwhile, a replacement or a kept one, makes every replacement leave and the groups that lost a rank too.
   bool sent = true;
+  int64_t sent_bytes = 0, state_bytes = 0;
   try {
     maybe_inject_fault(FaultPoint::Join, step);
     for (int r = old.world(); r < layout.world(); ++r)
-      if (topo_->world_rank() == layout.first_rank(0) + layout.coords(r).position) send_state(engine_, base_, r);
+      if (topo_->world_rank() == layout.first_rank(0) + layout.coords(r).position)
+        sent_bytes += send_state(engine_, base_, r);
+    // Inside the agreement below: a member waiting here on a dead one is released as from a receive.
+    comm::mpi_check(MPI_Reduce(&sent_bytes, &state_bytes, 1, MPI_INT64_T, MPI_SUM, 0, base_), "MPI_Reduce");
   } catch (const comm::PeerLost&) {
     sent = false;
   }
@@ -965,7 +970,7 @@ void Trainer::rejoin(int64_t step) {
     not_joined("a rank was lost during the join");
     return recover(step);
   }
-  if (s_.cfg.audit) audit_join(step);
+  if (s_.cfg.audit) audit_join(step, sent_bytes);
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   if (topo_->world_rank() != 0) return;
   write_file_atomically((std::filesystem::path(s_.cfg.out) / "config.json").string(), resolved_.dump(2) + "\n");
@@ -975,6 +980,7 @@ void Trainer::rejoin(int64_t step) {
                   {"joined_ranks", joined_ranks},
                   {"group_ids", plan.group_ids},
                   {"group_sizes", plan.group_sizes},
+                  {"state_bytes", state_bytes},
                   {"join_s", seconds}});
   std::fprintf(stderr, "fedshard: groups %s rejoined after step %lld: %zu replacement rank(s) started, groups %s "
                "go on (%.2f s)\n", ids_json.c_str(), static_cast<long long>(step), joined_ranks.size(),
@@ -989,8 +995,11 @@ void Trainer::join(const JoinPlan& plan) {
   launch_ranks_ = plan.launch_ranks;
   recovered_ = true;
   bool received = true;
+  int64_t received_bytes = 0;
   try {
-    receive_state(engine_, base_, layout.first_rank(0) + topo_->coords().position);
+    received_bytes = receive_state(engine_, base_, layout.first_rank(0) + topo_->coords().position);
+    const int64_t none = 0;
+    comm::mpi_check(MPI_Reduce(&none, nullptr, 1, MPI_INT64_T, MPI_SUM, 0, base_), "MPI_Reduce");
   } catch (const comm::PeerLost&) {
     received = false;
   }
@@ -1006,7 +1015,7 @@ void Trainer::join(const JoinPlan& plan) {
   // whole state, which the rank it came from audits too.
   if (s_.cfg.audit) {
     audit_round(plan.step);
-    audit_join(plan.step);
+    audit_join(plan.step, received_bytes);
   }
 }
 
@@ -1015,9 +1024,10 @@ void Trainer::audit_round(int64_t step) {
                 {"checksum", engine_.aggregator->global_checksum()}});
 }
 
-void Trainer::audit_join(int64_t step) {
+void Trainer::audit_join(int64_t step, int64_t state_bytes) {
   append_audit({{"join_step", step}, {"group", s_.group_ids.at(topo_->coords().group)},
-                {"position", topo_->coords().position}, {"state_checksum", state_checksum(engine_)}});
+                {"position", topo_->coords().position}, {"state_checksum", state_checksum(engine_)},
+                {"state_bytes", state_bytes}});
 }
 
 void Trainer::append_audit(const nlohmann::json& line) {

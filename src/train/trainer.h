@@ -128,7 +128,8 @@ class Trainer {
   void log_step(const StepResult& r);
   void save(const StepResult& r);  // a checkpoint after r's step (collective over the world)
   void audit_round(int64_t step);  // federation.audit: this rank's part of the global model's checksum
-  void audit_join(int64_t step);   // and after a rejoin, its whole state's (train::state_checksum)
+  // and after a rejoin, its whole state's (train::state_checksum) and the bytes of state it sent or received
+  void audit_join(int64_t step, int64_t state_bytes);
   void append_audit(const nlohmann::json& line);
   // Evaluates over `comm` (the world for the global model, the group for a group's local model); rank 0 logs.
   // Evaluates the model over comm's ranks and writes the eval line; the global model's in surviving().
