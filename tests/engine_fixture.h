@@ -40,8 +40,7 @@ struct Engine : train::Engine {
               comm::Communicator& mean_over) {
     const int64_t t = batch.size(1) - 1;
     auto local = batch.narrow(0, row0, rows);
-    auto logits = sharded->forward(local.narrow(1, 0, t));
-    auto loss = model::next_token_loss(logits, local.narrow(1, 1, t));
+    auto loss = sharded->loss(local.narrow(1, 0, t), local.narrow(1, 1, t));
     loss.backward();
     sharded->wait_grads();
     sharded->clip_grad_norm(max_norm);

@@ -50,7 +50,8 @@ FIXED = {"federation.clock": "wall", "train.slow": "", "checkpoint.every": "0", 
          "federation.eval_after_sync": "false",
          "model.dtype": "float32", "federation.eval_group_model": "false", "parallel.sync_every": str(K),
          "parallel.backend": "mpi", "model.device": "cpu", "federation.compress_block": "256",
-         "federation.outer_lr": "1", "federation.rejoin_after": "0"}
+         "federation.outer_lr": "1", "federation.rejoin_after": "0", "model.compute_dtype": "float32",
+         "model.matmul_dtype": "compute"}
 
 
 def is_fl(cfg):
@@ -93,7 +94,11 @@ COMPUTED = {
     "the backend (resolved at start-up) is nccl": lambda v: v["parallel.backend"] == "nccl",
     "each rank group holds several virtual groups": held_groups,
     "in-job recovery does not cover the job": lambda v: not in_job_recovery(v),
+    # float8 is refused on the CPU before these are read; no configuration of this harness has a GPU.
+    "this LibTorch has no `_scaled_mm` (before 2.5)": lambda v: not FLOAT8_LIBTORCH,
+    "the GPU's compute capability is below 8.9": lambda v: False,
 }
+FLOAT8_LIBTORCH = False  # main(): from `fedshard --version`
 
 
 def cond_holds(c, v):
@@ -225,7 +230,7 @@ def product(space):
 EXTRA_VALUES = {"train.slow": ["group:1=2"], "federation.eval_group_model": ["true"], "model.dtype": ["float32"],
                 "checkpoint.every": ["2"], "train.resume": ["auto"], "federation.clock": [CLOCK],
                 "parallel.sync_every": ["3"], "parallel.backend": ["nccl"], "model.device": ["cuda"],
-                "federation.rejoin_after": ["1"]}
+                "federation.rejoin_after": ["1"], "model.compute_dtype": ["float32"]}
 
 
 def refusal_configs(space):
@@ -547,12 +552,19 @@ def describe(cfg):
     short = {"parallel.strategy": "", "parallel.groups": "g", "federation.overlap": "ov", "federation.round": "rd",
              "federation.compress": "cmp", "parallel.reduce_dtype": "red", "federation.normalize": "nrm",
              "federation.outer_optimizer": "out", "federation.inner_state": "in", "train.grad_accum": "acc",
-             "parallel.emulate": "emu", "data.partition": "part"}
+             "parallel.emulate": "emu", "data.partition": "part", "model.kernels": "", "model.cross_entropy": "ce"}
     return " ".join(f"{short.get(k, k)}={x}" if short.get(k, k) else x for k, x in cfg.items() if x != "")
 
 
+def libtorch_has_float8(bin_):
+    """LibTorch 2.5 and later has _scaled_mm (kernels/float8_linear.h): `fedshard --version` names the LibTorch."""
+    version = subprocess.check_output([bin_, "--version"], text=True)
+    major, minor = (int(x) for x in version.split("LibTorch ", 1)[1].split(".")[:2])
+    return (major, minor) >= (2, 5)
+
+
 def main():
-    global DATA
+    global DATA, FLOAT8_LIBTORCH
     p = argparse.ArgumentParser()
     p.add_argument("bin")
     p.add_argument("--seed", type=int, default=26)
@@ -564,6 +576,7 @@ def main():
     a = p.parse_args()
     bin_ = os.path.abspath(a.bin)
     declared = json.loads(subprocess.check_output([bin_, "options", "--json"]))
+    FLOAT8_LIBTORCH = libtorch_has_float8(bin_)
     space = Space(declared)
     if a.full:
         part, parts = (int(x) for x in a.part.split("/"))

@@ -31,11 +31,16 @@ struct Case {
   bool recompute;
   bool reshard;
   bool tied = false;  // tied embeddings: one FlatParam used at two call sites (embedding and head)
+  bool fused = false;  // model.kernels = fused
+  int64_t loss_chunk_rows = 0;  // the head's cross-entropy in chunks of this many rows (0: the model's default)
 };
 
 void expect_matches_reference(const Case& c, at::ScalarType dtype, double loss_tol, double param_tol) {
   auto cfg = reference::tiny_config();
   cfg.tie_embeddings = c.tied;
+  const auto reference_cfg = cfg;  // the reference computes with ATen and the whole logits
+  cfg.kernels = c.fused ? model::Kernels::Fused : model::Kernels::Aten;
+  cfg.loss_chunk_rows = c.loss_chunk_rows;
   const int64_t rows = 2, seq = 12, steps = 5;
   const double lr = 1e-2, max_norm = 0.5;
   parallel::ShardingOptions opts;
@@ -46,7 +51,7 @@ void expect_matches_reference(const Case& c, at::ScalarType dtype, double loss_t
   reference::ReferenceOptions ro;
   ro.max_norm = max_norm;
   ro.lr = lr;
-  reference::ReferenceTrainer ref(cfg, 5, ro);
+  reference::ReferenceTrainer ref(reference_cfg, 5, ro);
   bool clipped = false;
   for (int64_t s = 0; s < steps; ++s) {
     auto batch = reference::synthetic_batch(s, rows * world_size(), seq, cfg.vocab_size);
@@ -191,6 +196,14 @@ TEST(Numerics, HsdpMatchesSingleProcessFloat64) {
 TEST(Numerics, TiedEmbeddingsMatchSingleProcessFloat64) {
   expect_matches_reference({"fsdp-tied", 0, true, true, true}, at::kDouble, 1e-9, 1e-9);
   expect_matches_reference({"ddp-tied", 1, false, true, true}, at::kDouble, 1e-9, 1e-9);
+}
+
+// The fused kernels' CPU loops and the head's loss in chunks of 5 rows (22 rows per rank: four chunks and a
+// remainder), under FSDP with recomputation and DDP without, and with tied embeddings.
+TEST(Numerics, FusedKernelsAndChunkedLossMatchSingleProcessFloat64) {
+  expect_matches_reference({"fsdp-fused", 0, true, true, false, true, 5}, at::kDouble, 1e-9, 1e-9);
+  expect_matches_reference({"ddp-fused", 1, false, true, false, true, 5}, at::kDouble, 1e-9, 1e-9);
+  expect_matches_reference({"fsdp-fused-tied", 0, true, true, true, true, 3}, at::kDouble, 1e-9, 1e-9);
 }
 
 // float32 against the float64 reference. Forward/backward in float32 carry relative errors ~1e-7 per op, a

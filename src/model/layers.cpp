@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
 
 #include "util/error.h"
 
@@ -28,6 +29,38 @@ AttentionKernel parse_attention_kernel(const std::string& name) {
   FS_CHECK(sdpa_available(), "model.attention = sdpa needs LibTorch >= 2.0 (this build has ", TORCH_VERSION,
            "); use auto or math");
   return AttentionKernel::Sdpa;
+}
+
+Kernels parse_kernels(const std::string& name) {
+  FS_CHECK(name == "aten" || name == "fused", "model.kernels must be aten or fused, got '", name, "'");
+  return name == "fused" ? Kernels::Fused : Kernels::Aten;
+}
+
+MatmulDtype parse_matmul_dtype(const std::string& name) {
+  FS_CHECK(name == "compute" || name == "float8", "model.matmul_dtype must be compute or float8, got '", name, "'");
+  return name == "float8" ? MatmulDtype::Float8 : MatmulDtype::Compute;
+}
+
+void parse_cross_entropy(const std::string& spec, ModelConfig& cfg) {
+  const std::string prefix = "chunked:";
+  if (spec == "full" || spec == "chunked") {
+    cfg.chunked_loss = spec == "chunked";
+    cfg.loss_chunk_rows = 0;
+    return;
+  }
+  int64_t rows = 0;
+  size_t used = 0;
+  if (spec.rfind(prefix, 0) == 0) {
+    try {
+      rows = std::stoll(spec.substr(prefix.size()), &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+  }
+  FS_CHECK(used > 0 && used == spec.size() - prefix.size() && rows > 0,
+           "model.cross_entropy must be chunked, chunked:ROWS (ROWS > 0) or full, got '", spec, "'");
+  cfg.chunked_loss = true;
+  cfg.loss_chunk_rows = rows;
 }
 
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, AttentionKernel kernel) {
@@ -70,8 +103,6 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
   return out.transpose(1, 2).reshape({q.size(0), q.size(1), heads * q.size(3)});
 }
 
-at::Tensor swiglu(const at::Tensor& x, const at::Tensor& w1, const at::Tensor& w2, const at::Tensor& w3) {
-  return at::linear(at::silu(at::linear(x, w1)) * at::linear(x, w3), w2);
-}
+at::Tensor swiglu_gate(const at::Tensor& g, const at::Tensor& u) { return at::silu(g) * u; }
 
 }  // namespace fedshard::model

@@ -14,6 +14,13 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
 bool sdpa_available();
 // "auto" | "sdpa" | "math". Throws fedshard::Error on another name, and for sdpa on a LibTorch without it.
 AttentionKernel parse_attention_kernel(const std::string& name);
+// model.kernels: "aten" | "fused".
+Kernels parse_kernels(const std::string& name);
+// model.matmul_dtype: "compute" | "float8" (where float8 can run is the option space's to decide).
+MatmulDtype parse_matmul_dtype(const std::string& name);
+// model.cross_entropy: "chunked" (rows from the model's dim) | "chunked:ROWS" | "full", into cfg.chunked_loss and
+// cfg.loss_chunk_rows.
+void parse_cross_entropy(const std::string& spec, ModelConfig& cfg);
 
 // Causal grouped-query attention core. q: [B, T, H, D]; k, v: [B, S, KV, D] with H % KV == 0 and S >= T: the
 // queries are the last T of the S positions (S > T when decoding with a KV cache; that case always takes the
@@ -22,7 +29,7 @@ AttentionKernel parse_attention_kernel(const std::string& name);
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             AttentionKernel kernel = AttentionKernel::Auto);
 
-// SwiGLU feed-forward: w2(silu(w1 x) * w3 x).
-at::Tensor swiglu(const at::Tensor& x, const at::Tensor& w1, const at::Tensor& w2, const at::Tensor& w3);
+// SwiGLU's gate between the projections of its feed-forward w2(silu(w1 x) * w3 x): silu(g) * u.
+at::Tensor swiglu_gate(const at::Tensor& g, const at::Tensor& u);
 
 }  // namespace fedshard::model

@@ -6,6 +6,8 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include "kernels/float8_linear.h"
+#include "kernels/fused.h"
 #include "model/layers.h"
 #include "util/error.h"
 
@@ -32,6 +34,44 @@ class SlotList {
   std::vector<ParamSlot> slots_;
 };
 
+// A block's and the head's norms, rotary embedding, gate and linear layers, computed as the config chooses
+// (model.kernels, model.matmul_dtype). The ATen choices are exactly the compositions of model/layers.h.
+class Ops {
+ public:
+  explicit Ops(const ModelConfig& c) : cfg_(c) {}
+  at::Tensor norm(const at::Tensor& x, const at::Tensor& w) const {
+    return fused() ? kernels::rms_norm(x, w, cfg_.norm_eps) : rms_norm(x, w, cfg_.norm_eps);
+  }
+  // (h, norm(h)) of h = x + delta.
+  std::pair<at::Tensor, at::Tensor> add_norm(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& w) const {
+    if (fused()) {
+      auto [h, y] = kernels::add_rms_norm(x, delta, w, cfg_.norm_eps);
+      return {h, y};
+    }
+    auto h = x + delta;
+    return {h, rms_norm(h, w, cfg_.norm_eps)};
+  }
+  at::Tensor linear(const at::Tensor& x, const at::Tensor& w) const {
+    return cfg_.matmul == MatmulDtype::Float8 ? kernels::float8_linear(x, w) : at::linear(x, w);
+  }
+  // y [B, T, heads * head_dim] -> rotated [B, T, heads, head_dim].
+  at::Tensor rotate(const Rope& rope, const at::Tensor& y, int64_t heads, int64_t start) const {
+    const int64_t b = y.size(0), t = y.size(1), hd = cfg_.head_dim();
+    if (!fused()) return rope.apply(y.view({b, t, heads, hd}), start);
+    const auto [cos, sin] = rope.tables(y, start);
+    return kernels::rope_(y, cos, sin, hd).view({b, t, heads, hd});
+  }
+  // w2(silu(w1 x) * w3 x).
+  at::Tensor feed_forward(const at::Tensor& x, const at::Tensor& w1, const at::Tensor& w2, const at::Tensor& w3) const {
+    const auto g = linear(x, w1), u = linear(x, w3);
+    return linear(fused() ? kernels::swiglu_gate(g, u) : swiglu_gate(g, u), w2);
+  }
+
+ private:
+  bool fused() const { return cfg_.kernels == Kernels::Fused; }
+  const ModelConfig& cfg_;
+};
+
 class EmbeddingUnit : public Unit {
  public:
   EmbeddingUnit(const ModelConfig& c, at::TensorOptions o, bool materialize) : slots_(o, materialize) {
@@ -50,7 +90,7 @@ class EmbeddingUnit : public Unit {
 class BlockUnit : public Unit {
  public:
   BlockUnit(const ModelConfig& c, int64_t layer, at::TensorOptions o, bool materialize, std::shared_ptr<Rope> rope)
-      : cfg_(c), layer_(layer), rope_(std::move(rope)), slots_(o, materialize) {
+      : cfg_(c), ops_(cfg_), layer_(layer), rope_(std::move(rope)), slots_(o, materialize) {
     const int64_t kv_dim = c.n_kv_heads * c.head_dim();
     const int64_t hidden = c.ffn_hidden_dim();
     const std::string p = name() + ".";
@@ -68,20 +108,20 @@ class BlockUnit : public Unit {
 
   at::Tensor forward(const at::Tensor& x) override {
     const int64_t b = x.size(0), t = x.size(1), hd = cfg_.head_dim();
-    auto xn = rms_norm(x, attention_norm, cfg_.norm_eps);
-    auto q = rope_->apply(at::linear(xn, wq).view({b, t, cfg_.n_heads, hd}));
-    auto k = rope_->apply(at::linear(xn, wk).view({b, t, cfg_.n_kv_heads, hd}));
-    auto v = at::linear(xn, wv).view({b, t, cfg_.n_kv_heads, hd});
+    auto xn = ops_.norm(x, attention_norm);
+    auto q = ops_.rotate(*rope_, ops_.linear(xn, wq), cfg_.n_heads, 0);
+    auto k = ops_.rotate(*rope_, ops_.linear(xn, wk), cfg_.n_kv_heads, 0);
+    auto v = ops_.linear(xn, wv).view({b, t, cfg_.n_kv_heads, hd});
     return finish(x, q, k, v);
   }
 
   at::Tensor forward(const at::Tensor& x, KvCache& cache) override {
     const int64_t b = x.size(0), t = x.size(1), hd = cfg_.head_dim(), start = cache.length;
     FS_CHECK(start + t <= cache.capacity, "KV cache of ", cache.capacity, " positions is full");
-    auto xn = rms_norm(x, attention_norm, cfg_.norm_eps);
-    auto q = rope_->apply(at::linear(xn, wq).view({b, t, cfg_.n_heads, hd}), start);
-    auto k = rope_->apply(at::linear(xn, wk).view({b, t, cfg_.n_kv_heads, hd}), start);
-    auto v = at::linear(xn, wv).view({b, t, cfg_.n_kv_heads, hd});
+    auto xn = ops_.norm(x, attention_norm);
+    auto q = ops_.rotate(*rope_, ops_.linear(xn, wq), cfg_.n_heads, start);
+    auto k = ops_.rotate(*rope_, ops_.linear(xn, wk), cfg_.n_kv_heads, start);
+    auto v = ops_.linear(xn, wv).view({b, t, cfg_.n_kv_heads, hd});
     const auto layer = static_cast<size_t>(layer_);
     if (cache.k.size() <= layer) cache.k.resize(layer + 1), cache.v.resize(layer + 1);
     if (!cache.k[layer].defined()) {
@@ -99,11 +139,12 @@ class BlockUnit : public Unit {
 
  private:
   at::Tensor finish(const at::Tensor& x, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
-    auto h = x + at::linear(causal_attention(q, k, v, cfg_.attention), wo);
-    return h + swiglu(rms_norm(h, ffn_norm, cfg_.norm_eps), w1, w2, w3);
+    const auto [h, hn] = ops_.add_norm(x, ops_.linear(causal_attention(q, k, v, cfg_.attention), wo), ffn_norm);
+    return h + ops_.feed_forward(hn, w1, w2, w3);
   }
 
   ModelConfig cfg_;
+  Ops ops_;
   int64_t layer_;
   std::shared_ptr<Rope> rope_;
   SlotList slots_;
@@ -113,7 +154,7 @@ class HeadUnit : public Unit {
  public:
   // tied: the output projection reads the embedding's weight slot.
   HeadUnit(const ModelConfig& c, at::TensorOptions o, bool materialize, at::Tensor* tied_weight)
-      : eps_(c.norm_eps), slots_(o, materialize) {
+      : cfg_(c), ops_(cfg_), slots_(o, materialize) {
     slots_.add("norm.weight", norm, {c.dim});
     if (tied_weight) {
       output_ = tied_weight;
@@ -125,13 +166,26 @@ class HeadUnit : public Unit {
   }
   std::string name() const override { return "head"; }
   using Unit::forward;
-  at::Tensor forward(const at::Tensor& x) override { return at::linear(rms_norm(x, norm, eps_), *output_); }
+  at::Tensor forward(const at::Tensor& x) override { return at::linear(ops_.norm(x, norm), *output_); }
+  at::Tensor forward_loss(const at::Tensor& x, const at::Tensor& targets, kernels::Reduction reduction) override {
+    const auto h = ops_.norm(x, norm);
+    if (cfg_.chunked_loss) {
+      const int64_t rows = cfg_.loss_chunk_rows > 0 ? cfg_.loss_chunk_rows : kernels::cross_entropy_chunk_rows(cfg_.dim);
+      return kernels::linear_cross_entropy(h, *output_, targets, rows, reduction);
+    }
+    const auto logits = at::linear(h, *output_);
+    if (reduction == kernels::Reduction::Mean) return next_token_loss(logits, targets);
+    auto flat = logits.reshape({-1, logits.size(-1)});
+    if (flat.scalar_type() != at::kDouble) flat = flat.to(at::kFloat);
+    return at::cross_entropy_loss(flat, targets.reshape({-1}), {}, at::Reduction::Sum, kernels::kIgnoreIndex);
+  }
   std::vector<ParamSlot> params() override { return slots_.get(); }
 
   at::Tensor norm, own_output;
 
  private:
-  double eps_;
+  ModelConfig cfg_;
+  Ops ops_;
   at::Tensor* output_;
   SlotList slots_;
 };
@@ -171,6 +225,16 @@ at::Tensor Llama::forward(const at::Tensor& tokens) const {
   at::Tensor x = tokens;
   for (const auto& u : units_) x = u->forward(x);
   return x;
+}
+
+at::Tensor Unit::forward_loss(const at::Tensor&, const at::Tensor&, kernels::Reduction) {
+  throw std::logic_error("unit " + name() + " has no loss: only the model's last unit does");
+}
+
+at::Tensor Llama::loss(const at::Tensor& tokens, const at::Tensor& targets, kernels::Reduction reduction) const {
+  at::Tensor x = tokens;
+  for (size_t i = 0; i + 1 < units_.size(); ++i) x = units_[i]->forward(x);
+  return units_.back()->forward_loss(x, targets, reduction);
 }
 
 at::Tensor Llama::forward(const at::Tensor& tokens, KvCache& cache) const {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cross_entropy.h"
 #include "model/config.h"
 #include "model/rope.h"
 
@@ -41,6 +42,9 @@ class Unit {
     (void)cache;
     return forward(x);
   }
+  // The loss of next-token targets (kernels::kIgnoreIndex leaves a position out) in place of the output: the last
+  // unit's (the head's), whose logits then need not exist at once (model.cross_entropy).
+  virtual at::Tensor forward_loss(const at::Tensor& x, const at::Tensor& targets, kernels::Reduction reduction);
   // Fixed order. A tied parameter appears in every unit that uses it, with the same tensor pointer.
   virtual std::vector<ParamSlot> params() = 0;
 };
@@ -58,6 +62,9 @@ class Llama {
 
   // tokens [B, T] int64 -> logits [B, T, vocab].
   at::Tensor forward(const at::Tensor& tokens) const;
+  // The next-token loss of tokens [B, T] against targets [B, T] (the head's forward_loss).
+  at::Tensor loss(const at::Tensor& tokens, const at::Tensor& targets,
+                  kernels::Reduction reduction = kernels::Reduction::Mean) const;
   // The same for tokens at positions cache.length .. cache.length + T - 1, extending the cache.
   at::Tensor forward(const at::Tensor& tokens, KvCache& cache) const;
 

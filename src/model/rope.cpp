@@ -33,7 +33,7 @@ at::Tensor rope_inv_freq(const ModelConfig& cfg) {
 
 Rope::Rope(const ModelConfig& cfg) : inv_freq_(rope_inv_freq(cfg)), max_seq_len_(cfg.max_seq_len) {}
 
-at::Tensor Rope::apply(const at::Tensor& x, int64_t start) const {
+std::pair<at::Tensor, at::Tensor> Rope::tables(const at::Tensor& x, int64_t start) const {
   const int64_t t = x.size(1);
   FS_CHECK(start + t <= max_seq_len_, "sequence length ", start + t, " exceeds the model's max_seq_len ", max_seq_len_);
   // Rotate in at least float32 and round once at the end (torchtitan's apply_rotary_emb): bf16 tables would
@@ -49,12 +49,17 @@ at::Tensor Rope::apply(const at::Tensor& x, int64_t start) const {
     sin_cached_ = both.sin().unsqueeze(1).to(opts);
     cached_start_ = start;
   }
-  const auto xc = x.to(compute);
+  return {cos_cached_, sin_cached_};
+}
+
+at::Tensor Rope::apply(const at::Tensor& x, int64_t start) const {
+  const auto [cos, sin] = tables(x, start);
+  const auto xc = x.to(cos.scalar_type());
   const int64_t half = x.size(-1) / 2;
   auto x1 = xc.narrow(-1, 0, half);
   auto x2 = xc.narrow(-1, half, half);
   auto rotated = at::cat({-x2, x1}, -1);
-  return (xc * cos_cached_ + rotated * sin_cached_).to(x.scalar_type());
+  return (xc * cos + rotated * sin).to(x.scalar_type());
 }
 
 }  // namespace fedshard::model

@@ -4,6 +4,8 @@
 
 #include <ATen/ATen.h>
 
+#include <utility>
+
 #include "model/config.h"
 
 namespace fedshard::model {
@@ -16,6 +18,9 @@ class Rope {
   explicit Rope(const ModelConfig& cfg);
   // x: [B, T, heads, head_dim] -> same shape, rotated by positions start..start+T-1.
   at::Tensor apply(const at::Tensor& x, int64_t start = 0) const;
+  // The cos and sin tables apply() rotates x's T positions from `start` with: [T, 1, head_dim] in at least
+  // float32, on x's device (the fused kernel takes the same ones).
+  std::pair<at::Tensor, at::Tensor> tables(const at::Tensor& x, int64_t start = 0) const;
 
  private:
   at::Tensor inv_freq_;  // [head_dim/2], float64 on the CPU

@@ -53,17 +53,22 @@ std::vector<at::Tensor> FlatParam::bind_leaves(const at::Tensor& full) {
 }
 
 at::Tensor FlatParam::flatten(const std::vector<at::Tensor>& grads, at::ScalarType dtype) const {
-  FS_ASSERT(grads.size() == entries_.size(), "flatten: ", grads.size(), " grads for ", entries_.size(), " entries");
   auto flat = at::empty({padded_numel_}, at::TensorOptions().dtype(dtype).device(shard_.device()));
+  flatten_into(grads, flat);
+  return flat;
+}
+
+void FlatParam::flatten_into(const std::vector<at::Tensor>& grads, at::Tensor& out) const {
+  FS_ASSERT(grads.size() == entries_.size(), "flatten: ", grads.size(), " grads for ", entries_.size(), " entries");
+  FS_ASSERT(out.numel() == padded_numel_, "flatten: into ", out.numel(), " elements, expected ", padded_numel_);
   for (size_t i = 0; i < grads.size(); ++i) {
-    auto dst = flat.narrow(0, entries_[i].offset, entries_[i].numel);
+    auto dst = out.narrow(0, entries_[i].offset, entries_[i].numel);
     if (grads[i].defined())
       dst.copy_(grads[i].reshape({-1}));
     else
       dst.zero_();
   }
-  flat.narrow(0, numel_, padded_numel_ - numel_).zero_();
-  return flat;
+  out.narrow(0, numel_, padded_numel_ - numel_).zero_();
 }
 
 void FlatParam::unbind() {

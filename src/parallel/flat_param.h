@@ -49,6 +49,8 @@ class FlatParam {
   std::vector<at::Tensor> bind_leaves(const at::Tensor& full);
   // Per-entry gradients (undefined = unused, zero) -> one padded flat gradient in `dtype`, on the shard's device.
   at::Tensor flatten(const std::vector<at::Tensor>& grads, at::ScalarType dtype) const;
+  // The same written into `out` (padded_numel elements), e.g. the master gradient where nothing is scattered.
+  void flatten_into(const std::vector<at::Tensor>& grads, at::Tensor& out) const;
 
   // Concatenated full values of this rank's shard from a full flat buffer (for tests and checkpoints).
   at::Tensor slice_of(const at::Tensor& full) const { return full.narrow(0, shard_offset(), shard_numel()); }

@@ -61,10 +61,16 @@ ShardedModel::ShardedModel(model::Llama& model, comm::Communicator& shard, comm:
   }
 }
 
-at::Tensor ShardedModel::forward(const at::Tensor& tokens) {
+at::Tensor ShardedModel::forward(const at::Tensor& tokens) { return run(tokens, at::Tensor(), kernels::Reduction::Mean); }
+
+at::Tensor ShardedModel::loss(const at::Tensor& tokens, const at::Tensor& targets, kernels::Reduction reduction) {
+  return run(tokens, targets, reduction);
+}
+
+at::Tensor ShardedModel::run(const at::Tensor& tokens, const at::Tensor& targets, kernels::Reduction reduction) {
   at::Tensor x = tokens;
   if (at::GradMode::is_enabled()) {
-    for (auto& site : sites_) x = run_call_site(*site, x);
+    for (auto& site : sites_) x = run_call_site(*site, x, site->next ? at::Tensor() : targets, reduction);
     return x;
   }
   for (auto& site : sites_) {
@@ -72,7 +78,7 @@ at::Tensor ShardedModel::forward(const at::Tensor& tokens) {
     su.prefetch();
     if (site->next) site->next->sharded->prefetch();
     su.flat().bind(su.full());
-    x = site->unit->forward(x);
+    x = site->next || !targets.defined() ? site->unit->forward(x) : site->unit->forward_loss(x, targets, reduction);
     if (su.forward_done(/*training=*/false)) su.free();
   }
   return x;

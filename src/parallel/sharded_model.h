@@ -57,6 +57,10 @@ class ShardedModel {
   // tokens [B, T] -> logits [B, T, V]. With grad mode on, backward re-gathers, recomputes (or reuses kept
   // activations) and launches each unit's gradient reduction as soon as it is ready.
   at::Tensor forward(const at::Tensor& tokens);
+  // The next-token loss of tokens [B, T] against targets [B, T] (the head's Unit::forward_loss: with
+  // model.cross_entropy = chunked the logits never exist at once); backward as for forward.
+  at::Tensor loss(const at::Tensor& tokens, const at::Tensor& targets,
+                  kernels::Reduction reduction = kernels::Reduction::Mean);
   // Waits for every outstanding gradient reduction (call after backward, before the optimizer).
   void wait_grads();
   // Gradient accumulation: with sync off, backward passes sum gradients locally; the first backward with
@@ -74,6 +78,9 @@ class ShardedModel {
   std::map<std::string, at::Tensor> full_parameters();
 
  private:
+  // forward, or with targets loss: the last call site then returns the loss.
+  at::Tensor run(const at::Tensor& tokens, const at::Tensor& targets, kernels::Reduction reduction);
+
   model::Llama& model_;
   comm::Communicator& shard_;
   comm::Communicator& replica_;

@@ -55,6 +55,12 @@ class ShardedUnit {
   void set_requires_gradient_sync(bool sync) { sync_ = sync; }
 
  private:
+  // This rank's shard in the compute dtype, the all-gather's input. A unit that is gathered again in backward keeps
+  // the cast from its forward until its gradient is reduced: the master cannot change in between, and the
+  // re-gather then casts nothing (the cast's version check catches an in-place change all the same).
+  at::Tensor compute_shard();
+  bool regathered_in_backward() const;
+
   std::unique_ptr<FlatParam> flat_;
   comm::Communicator& shard_comm_;
   comm::Communicator& replica_comm_;
@@ -63,6 +69,8 @@ class ShardedUnit {
   int forward_calls_ = 0;
   int backward_calls_ = 0;
   at::Tensor full_;
+  at::Tensor cast_;
+  int64_t cast_version_ = 0;
   comm::WorkHandle gather_;
   at::Tensor grad_accum_;
   bool sync_ = true;

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "kernels/cross_entropy.h"
+
 namespace fedshard::plan {
 
 namespace {
@@ -62,6 +64,8 @@ MemoryEstimate estimate_memory(const MemoryInputs& in) {
       std::sort(others.rbegin(), others.rend());
       gathered = cb * ((c.tie_embeddings ? flats.front() : 0.0) + (others.empty() ? 0.0 : others[0]) +
                        (others.size() > 1 ? others[1] : 0.0));
+      // Sharded, each unit's cast of its shard is kept from its forward to its backward's re-gather.
+      if (in.shard > 1 && in.compute_bytes != in.master_bytes) gathered += cb * shard;
     } else {
       gathered = all * cb;
     }
@@ -78,16 +82,29 @@ MemoryEstimate estimate_memory(const MemoryInputs& in) {
   const double t = static_cast<double>(in.seq_len), tokens = static_cast<double>(in.batch) * t;
   double block = 14.0 * dim + 4.0 * kv + 4.0 * static_cast<double>(c.ffn_hidden_dim());
   if (in.math_attention) block += 3.0 * static_cast<double>(c.n_heads) * t + (c.n_kv_heads < c.n_heads ? 2.0 * dim : 0.0);
-  // The head's logits in compute dtype, their float32 copy and log-softmax for the loss.
-  const double head = static_cast<double>(c.vocab_size) * (cb + 8.0);
+  // The head's logits at once: in compute dtype, their float32 copy and log-softmax for the loss, per token.
+  // Chunked (kernels/cross_entropy.h): one chunk's logits in compute dtype, in the float32 (float64) accumulation
+  // dtype and their gradient back in compute dtype (one buffer when the two dtypes are one), beside the weight's
+  // gradient summed in the accumulation dtype and the hidden states' gradient.
+  const double vocab = static_cast<double>(c.vocab_size);
+  const double head = c.chunked_loss ? 0.0 : vocab * (cb + 8.0);
+  double head_chunks = 0;
+  if (c.chunked_loss) {
+    const double acc = cb == 8 ? 8.0 : 4.0;
+    const double rows = static_cast<double>(c.loss_chunk_rows > 0 ? c.loss_chunk_rows
+                                                                  : kernels::cross_entropy_chunk_rows(c.dim));
+    head_chunks = std::min(rows, tokens) * vocab * (acc + (cb == acc ? 0.0 : 2.0 * cb)) +
+                  vocab * static_cast<double>(c.dim) * acc + tokens * static_cast<double>(c.dim) * cb;
+  }
   const double layers = static_cast<double>(c.n_layers);
   // In a block's backward its gradients are in flight beside what it kept: those of the scores and
   // probabilities (math kernel), of the residual stream and of the SwiGLU's hidden tensors.
   double backward = 2.0 * dim + 2.0 * static_cast<double>(c.ffn_hidden_dim());
   if (in.math_attention) backward += 2.0 * static_cast<double>(c.n_heads) * t;
   // Recomputation keeps each unit's input and rebuilds one unit's graph at a time in backward.
-  const double activations = in.recompute ? tokens * ((layers + 2.0) * dim * cb + (block + backward) * cb + head)
-                                          : tokens * ((layers * block + backward + dim) * cb + head);
+  const double activations =
+      head_chunks + (in.recompute ? tokens * ((layers + 2.0) * dim * cb + (block + backward) * cb + head)
+                                  : tokens * ((layers * block + backward + dim) * cb + head));
 
   MemoryEstimate e;
   e.components = {{"master", held * shard * m},

@@ -9,6 +9,7 @@
 
 #include "comm/link_emulation.h"
 #include "federation/schedule.h"
+#include "model/layers.h"
 #include "train/option_space.h"
 #include "train/step_profiler.h"
 #include "util/error.h"
@@ -95,6 +96,9 @@ const std::vector<Binding>& bindings() {
       key_binding("model.compute_dtype", &TrainConfig::compute_dtype, "parameters and activations in compute: float32 | bfloat16 | float64"),
       key_binding("model.device", &TrainConfig::device, "cpu | cuda"),
       key_binding("model.attention", &TrainConfig::attention, "attention kernel: auto (sdpa where LibTorch has it) | sdpa | math"),
+      key_binding("model.kernels", &TrainConfig::kernels, "RMSNorm (with the residual add), RoPE and the SwiGLU gate: aten (ATen's compositions) | fused (one kernel each: CUDA on GPUs, a loop over the same arithmetic on the CPU)"),
+      key_binding("model.matmul_dtype", &TrainConfig::matmul_dtype, "the blocks' linear layers: compute (model.compute_dtype) | float8 (e4m3/e5m2 with per-tensor dynamic scales through _scaled_mm; CUDA GPUs of compute capability 8.9+, bfloat16 compute)"),
+      key_binding("model.cross_entropy", &TrainConfig::cross_entropy, "the head's loss: chunked (rows per chunk from the model's dim; the [tokens, vocab] logits never exist at once) | chunked:ROWS | full (the logits at once)"),
       key_binding("model.init_from", &TrainConfig::init_from, "initialize from a Hugging Face Llama directory (config.json + model.safetensors or a sharded index); the model is the one its config.json describes"),
       key_binding("data.dir", &TrainConfig::data_dir, "directory written by fedshard prepare"),
       key_binding("data.seq_len", &TrainConfig::seq_len, "tokens per sequence"),
@@ -191,6 +195,10 @@ void validate(const TrainConfig& c) {
   FS_CHECK(one_of(c.attention, {"auto", "sdpa", "math"}), "model.attention must be auto, sdpa or math, got '",
            c.attention, "'");
   FS_CHECK(one_of(c.fused, {"auto", "on", "off"}), "optim.fused must be auto, on or off, got '", c.fused, "'");
+  model::parse_kernels(c.kernels);
+  model::parse_matmul_dtype(c.matmul_dtype);
+  model::ModelConfig chunks;
+  model::parse_cross_entropy(c.cross_entropy, chunks);
   FS_CHECK(one_of(c.reduce_dtype, {"float32", "bfloat16", "float64"}),
            "parallel.reduce_dtype must be float32, bfloat16 or float64, got '", c.reduce_dtype, "'");
   FS_CHECK(one_of(c.backend, {"auto", "mpi", "nccl"}), "parallel.backend must be auto, mpi or nccl, got '", c.backend, "'");

@@ -22,6 +22,9 @@ struct TrainConfig {
   std::string init_from;                  // Hugging Face Llama directory (config.json + model.safetensors)
   std::string device = "cpu";             // cpu | cuda (rank r uses GPU local_rank % GPUs on its host)
   std::string attention = "auto";         // auto (sdpa where LibTorch has it) | sdpa | math
+  std::string kernels = "aten";           // norms, RoPE, SwiGLU gate: aten | fused (src/kernels)
+  std::string matmul_dtype = "compute";   // the blocks' linear layers: compute | float8 (GPUs of capability 8.9+)
+  std::string cross_entropy = "chunked";  // the head's loss: chunked | chunked:ROWS | full (the logits at once)
   // [data]
   std::string data_dir = "data/brown";
   int64_t seq_len = 256;

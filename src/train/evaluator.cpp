@@ -24,13 +24,11 @@ EvalResult evaluate(parallel::ShardedModel& model, const data::TokenDataset& val
       weight.push_back(j < total ? 1.0 : 0.0);
     }
     auto tokens = val.batch(ids).to(device);
-    auto logits = model.forward(tokens.narrow(1, 0, t));
-    auto flat = logits.reshape({-1, logits.size(-1)}).to(at::kDouble);
-    auto per_token =
-        at::cross_entropy_loss(flat, tokens.narrow(1, 1, t).reshape({-1}), {}, at::Reduction::None);
-    auto w = at::tensor(weight, at::kDouble).repeat_interleave(t).to(device);
-    sums[0] += (per_token * w).sum();
-    sums[1] += w.sum();
+    // Padding windows' positions are left out of the loss by their target.
+    auto counted = at::tensor(weight, at::kDouble).to(device).gt(0).unsqueeze(1);
+    auto targets = at::where(counted, tokens.narrow(1, 1, t), at::full({}, kernels::kIgnoreIndex, tokens.options()));
+    sums[0] += model.loss(tokens.narrow(1, 0, t), targets, kernels::Reduction::Sum).to(at::kDouble);
+    sums[1] += counted.sum().to(at::kDouble) * static_cast<double>(t);
   }
   comm.all_reduce(sums, comm::ReduceOp::Sum, comm::Traffic::Control)->wait();
   EvalResult r;

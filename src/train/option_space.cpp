@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <sstream>
 
+#include <torch/version.h>
+
 #include "federation/schedule.h"
+#include "kernels/float8_linear.h"
 #include "util/error.h"
 
 namespace fedshard::train {
@@ -114,6 +117,12 @@ const std::vector<OptionDecl>& declared_options() {
        "A rank's held groups are not in the checkpoint format"},
       {"data.partition", "iid | by-source | dirichlet:ALPHA", {"iid", "by-source", "dirichlet:0.5"}, R::Free, "yes",
        "Which windows each group reads from the resumed step on"},
+      {"model.kernels", "aten | fused", {"aten", "fused"}, R::Free, "yes",
+       "Not state: what computes the norms, RoPE and the SwiGLU gate (also `model.cross_entropy`)"},
+      {"model.cross_entropy", "chunked | chunked:ROWS | full", {"chunked", "chunked:24", "full"}, R::Free, "yes",
+       "Not state: how the head's loss is computed"},
+      {"model.matmul_dtype", "compute | float8", {"compute"}, R::Free, "yes",
+       "Not state: the masters and the optimizer state stay in `model.dtype`"},
   };
   return o;
 }
@@ -244,6 +253,54 @@ const std::vector<RefusalDecl>& declared_refusals() {
       d.computed_says = "each rank group holds several virtual groups";
       d.why = "held groups train in lockstep on one clock, in turn";
       d.message = held_groups;
+      v.push_back(d);
+    }
+    {
+      RefusalDecl d;
+      d.name = "float8-compute-dtype";
+      d.all = {{"model.matmul_dtype", Op::Is, {"float8"}}, {"model.compute_dtype", Op::IsNot, {"bfloat16"}}};
+      d.why = "float8 stands in for bfloat16 matmuls: outputs and everything between the matmuls stay bfloat16";
+      d.message = [](const Combination& c) {
+        return cat("model.matmul_dtype = float8 needs model.compute_dtype = bfloat16, got ", c.cfg.compute_dtype);
+      };
+      v.push_back(d);
+    }
+    {
+      RefusalDecl d;
+      d.name = "float8-libtorch";
+      d.all = {{"model.matmul_dtype", Op::Is, {"float8"}}};
+      d.computed = [](const Combination&) { return !kernels::float8_available(); };
+      d.computed_says = "this LibTorch has no `_scaled_mm` (before 2.5)";
+      d.why = "the float8 matmuls are ATen's `_scaled_mm`";
+      d.message = [](const Combination&) {
+        return cat("model.matmul_dtype = float8 needs ATen's _scaled_mm, which this LibTorch (", TORCH_VERSION,
+                   ") does not have; build against LibTorch 2.5 or later");
+      };
+      v.push_back(d);
+    }
+    {
+      RefusalDecl d;
+      d.name = "float8-cpu";
+      d.all = {{"model.matmul_dtype", Op::Is, {"float8"}}, {"model.device", Op::Is, {"cpu"}}};
+      d.why = "float8 matmuls are a GPU's (tensor cores of compute capability 8.9 and later)";
+      d.message = [](const Combination&) {
+        return std::string("model.matmul_dtype = float8 runs on CUDA GPUs of compute capability 8.9 or later ") +
+               "(model.device = cuda); on the CPU use compute";
+      };
+      v.push_back(d);
+    }
+    {
+      RefusalDecl d;
+      d.name = "float8-gpu";
+      d.all = {{"model.matmul_dtype", Op::Is, {"float8"}}, {"model.device", Op::Is, {"cuda"}}};
+      d.at_start = true;
+      d.computed = [](const Combination& c) { return c.gpu_capability < 89; };
+      d.computed_says = "the GPU's compute capability is below 8.9";
+      d.why = "float8 tensor cores arrived with Ada (8.9) and Hopper (9.0)";
+      d.message = [](const Combination& c) {
+        return cat("model.matmul_dtype = float8 needs a GPU of compute capability 8.9 or later; this rank's has ",
+                   c.gpu_capability / 10, ".", c.gpu_capability % 10);
+      };
       v.push_back(d);
     }
     {

@@ -25,6 +25,7 @@ struct Combination {
   int units = 0;            // the model's units (embedding, each block, norm + head)
   int groups_per_rank = 1;  // parallel.emulate: virtual groups each real rank group holds
   bool in_job_recovery = false;  // a lost group leaves and the others go on (train/trainer.h: recovers_in_job)
+  int gpu_capability = 0;        // model.device = cuda: the rank's GPU's compute capability, major * 10 + minor
 };
 
 // How a resume may change an option (docs/federation.md, "Resuming with other options").

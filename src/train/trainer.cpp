@@ -262,6 +262,18 @@ TrainSetup prepare_training(const TrainConfig& cfg, int world_size, int world_ra
              "); leave out model.name to take config.json's");
   }
   s.model.attention = model::parse_attention_kernel(cfg.attention);
+  s.model.kernels = model::parse_kernels(cfg.kernels);
+  s.model.matmul = model::parse_matmul_dtype(cfg.matmul_dtype);
+  model::parse_cross_entropy(cfg.cross_entropy, s.model);
+  if (s.model.matmul == model::MatmulDtype::Float8) {
+    // _scaled_mm takes sizes in multiples of 16; the weight gradient's inner size is the micro-batch's tokens.
+    const int64_t sizes[] = {s.model.dim, s.model.n_kv_heads * s.model.head_dim(), s.model.ffn_hidden_dim(),
+                             cfg.batch_size * cfg.seq_len};
+    for (int64_t n : sizes)
+      FS_CHECK(n % 16 == 0, "model.matmul_dtype = float8 needs the linear layers' sizes (dim ", s.model.dim,
+               ", kv dim ", sizes[1], ", ffn hidden ", sizes[2], ") and the tokens per micro-batch (", sizes[3],
+               ") to be multiples of 16");
+  }
   FS_CHECK(cfg.seq_len <= s.model.max_seq_len, "data.seq_len ", cfg.seq_len, " exceeds the max_seq_len ",
            s.model.max_seq_len, " of model ", s.model.name);
   s.train = std::make_shared<data::TokenDataset>(cfg.data_dir, "train", cfg.seq_len, s.model.vocab_size);
@@ -276,6 +288,7 @@ TrainSetup prepare_training(const TrainConfig& cfg, int world_size, int world_ra
   combination.units = static_cast<int>(unit_layout(s.model).size());
   combination.groups_per_rank = s.emulation.groups_per_rank;
   combination.in_job_recovery = recovers_in_job(s);
+  combination.gpu_capability = cfg.device == "cuda" ? gpu_compute_capability(s.topology.device) : 0;
   check_options(combination);
   FS_CHECK(cfg.rejoin_after == 0 || built_with_ulfm(), "federation.rejoin_after = ", cfg.rejoin_after, " needs a ",
            "build against an MPI with ULFM (README: what happens when a node dies); this one: ", build_description());
@@ -483,6 +496,16 @@ void Trainer::make_sampler() {
   if (e.groups_per_rank > 1) held_.emplace(e.groups_per_rank, *sharded_, *engine_.optimizer);
 }
 
+namespace {
+
+// The head's chunk rows as the model computes them; null when the logits are made at once.
+nlohmann::json loss_chunk_rows(const model::ModelConfig& m) {
+  if (!m.chunked_loss) return nullptr;
+  return m.loss_chunk_rows > 0 ? m.loss_chunk_rows : kernels::cross_entropy_chunk_rows(m.dim);
+}
+
+}  // namespace
+
 nlohmann::json Trainer::resolved_config() const {
   const auto& cfg = s_.cfg;
   const auto& e = s_.emulation;
@@ -512,6 +535,7 @@ nlohmann::json Trainer::resolved_config() const {
                    {"activation_checkpointing", opts.recompute},
                    {"fused_adamw", use_fused_adamw(cfg)},
                    {"attention", cfg.attention == "math" || !model::sdpa_available() ? "math" : "sdpa"},
+                   {"loss_chunk_rows", loss_chunk_rows(s_.model)},
                    {"parameters", s_.model.param_count()},
                    {"vocab_size", s_.model.vocab_size},
                    {"data_dir", std::filesystem::absolute(cfg.data_dir).lexically_normal().string()},
@@ -606,7 +630,7 @@ at::Tensor Trainer::forward_backward(int64_t step, size_t j) {
       const auto mb = batch.narrow(0, a * b, b);
       // Only the last micro-batch's backward reduces, the sum of all of them (FSDP's no_sync).
       sharded_->set_requires_gradient_sync(++done == micro);
-      auto loss = model::next_token_loss(sharded_->forward(mb.narrow(1, 0, t)), mb.narrow(1, 1, t));
+      auto loss = sharded_->loss(mb.narrow(1, 0, t), mb.narrow(1, 1, t));
       (micro == 1 ? loss : loss / static_cast<double>(micro)).backward();
       sum = sum.defined() ? sum + loss.detach() : loss.detach();
     }

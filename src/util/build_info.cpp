@@ -72,6 +72,19 @@ void use_gpu(int device) {
 #endif
 }
 
+int gpu_compute_capability(int device) {
+#ifdef FEDSHARD_CUDA
+  int major = 0, minor = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess)
+    return 0;
+  return major * 10 + minor;
+#else
+  (void)device;
+  return 0;
+#endif
+}
+
 int visible_gpus() {
 #ifdef FEDSHARD_CUDA
   return device_count(nullptr);

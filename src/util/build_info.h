@@ -12,6 +12,8 @@ std::string build_description();
 // GPUs this process can use; 0 in a CPU-only build, without a driver, or without devices. Prints nothing.
 int visible_gpus();
 bool built_with_cuda();
+// The compute capability of GPU `device` as major * 10 + minor (90 for Hopper); 0 where it cannot be read.
+int gpu_compute_capability(int device);
 // Against an MPI with ULFM, which in-job recovery needs (comm/survivors.h).
 bool built_with_ulfm();
 // Makes `device` the calling thread's current GPU, before anything else touches CUDA, so the CUDA context
