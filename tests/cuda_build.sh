@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The CUDA variant (FEDSHARD_CUDA) links LibTorch's CUDA library and NCCL, says what it was built with, and,
+# The CUDA variant (FEDSHARD_CUDA) links LibTorch's CUDA library, NCCL and the fused kernels, says what it was
+# built with, and,
 # on a machine without a GPU, refuses model.device = cuda with one clear line and exit 2.
 # Usage: cuda_build.sh FEDSHARD_BINARY
 set -u
@@ -14,6 +15,16 @@ libs=$(ldd "$bin")
 for lib in libtorch_cuda libnccl; do
   if grep -q "$lib" <<<"$libs"; then echo "ok   linked: $(grep "$lib" <<<"$libs" | head -1 | xargs)"; else fail "$bin does not link $lib"; fi
 done
+
+# The fused kernels (src/kernels/*.cu) are in the binary, device code and launch stubs for every storage dtype.
+readelf -S "$bin" | grep -q '\.nv_fatbin' || fail "$bin has no device code section (.nv_fatbin)"
+stubs=$(nm -C "$bin" | grep -oE 'fedshard::kernels::cuda::\(anonymous namespace\)::[a-z_]+_kernel<[a-z_0-9]+>' | sort -u)
+for k in rms_norm_forward rms_norm_backward rope swiglu_forward swiglu_backward; do
+  for t in float double __nv_bfloat16; do
+    grep -q "::${k}_kernel<$t>" <<<"$stubs" || fail "$bin has no ${k}_kernel<$t>"
+  done
+done
+echo "ok   fused kernels linked: $(wc -l <<<"$stubs") kernel instantiations"
 
 version=$("$bin" --version 2>&1) || fail "--version exited $?"
 echo "     --version: $version"

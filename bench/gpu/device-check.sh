@@ -15,6 +15,7 @@
 #   PYTHON   the python3 whose torch to build against (default python3: /opt/torch/.venv/bin/python3 there)
 #   BIN      an already built fedshard to use instead of the build's
 #   SHAPES   benchmark shapes (default 1b,8b4; tiny for a dry run)
+#   KERNEL_SHAPES  the kernel checks' shapes (default 1b,8b4; tiny for a dry run)
 #   VARIANTS fedshard's benchmark rows (default fused,float8,aten: model.kernels, + model.matmul_dtype=float8)
 #   PEERS    the PyTorch peers the benchmark runs (default compile,compile-float8,eager)
 #   WORK     where the runs go (default /tmp/fedshard-gpu)
@@ -113,7 +114,7 @@ system_mpicc=$(command -v mpicc)
 export PYTHONPATH=$prefix/python${PYTHONPATH:+:$PYTHONPATH}
 kernels_bin=${BIN:+$(dirname "$BIN")/bench/bench_kernels}
 kernels_bin=${kernels_bin:-$build/bench/bench_kernels}
-kernel_shapes=${SHAPES:-1b,8b4}
+kernel_shapes=${KERNEL_SHAPES:-1b,8b4}
 for p in $phases; do
   case $p in
     probe) phase probe probe; cat "$work/probe.log" | tee -a "$summary" ;;
