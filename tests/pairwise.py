@@ -19,12 +19,14 @@ and each refused one must exit 2 with one `fedshard: error:` line naming an opti
 nothing. Emulated configurations keep no checkpoints and count the real ranks' bytes: they are not killed and
 not compared with the plan. Prints a table (configuration -> result) and the pair coverage reached.
 
-Usage: pairwise.py FEDSHARD_BINARY [--seed N] [--full [--part I/N]] [--only K] [--first] [--jobs N]
+Usage: pairwise.py FEDSHARD_BINARY [--seed N] [--full [--part I/N]] [--only K] [--first] [--jobs N] [--record DIR]
   --full   every accepted combination of the levels (the product, tens of thousands: make test-matrix), not a
            covering array; --part I/N runs every N-th of them from the I-th (machines in parallel)
   --only   one configuration of the covering array (by its number in the table)
   --first  stop at the first failure (one configuration at a time)
   --jobs   configurations run at once (default 2)
+  --record every run's metrics.jsonl and audit files into DIR/<configuration>/, for a comparison of two binaries'
+           behaviour (tests/same_behaviour.py)
 """
 import argparse
 import concurrent.futures
@@ -548,6 +550,16 @@ def make_corpus(work, bin_):
     return data
 
 
+def record(run_dir, to):
+    """A configuration's metrics.jsonl and audit files, at their paths under its run directory."""
+    for root, _, files in os.walk(run_dir):
+        for f in files:
+            if f == "metrics.jsonl" or (os.path.basename(root) == "audit" and f.endswith(".jsonl")):
+                dst = os.path.join(to, os.path.relpath(os.path.join(root, f), run_dir))
+                os.makedirs(os.path.dirname(dst), exist_ok=True)
+                shutil.copy(os.path.join(root, f), dst)
+
+
 def describe(cfg):
     short = {"parallel.strategy": "", "parallel.groups": "g", "federation.overlap": "ov", "federation.round": "rd",
              "federation.compress": "cmp", "parallel.reduce_dtype": "red", "federation.normalize": "nrm",
@@ -573,6 +585,7 @@ def main():
     p.add_argument("--part", default="0/1")
     p.add_argument("--first", action="store_true")
     p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--record")
     a = p.parse_args()
     bin_ = os.path.abspath(a.bin)
     declared = json.loads(subprocess.check_output([bin_, "options", "--json"]))
@@ -626,6 +639,8 @@ def main():
             d = os.path.join(work, name)
             os.makedirs(d)
             ok, why = fn(d)
+            if a.record:
+                record(d, os.path.join(a.record, name))
             if ok:
                 shutil.rmtree(d, ignore_errors=True)
             return ok, why

@@ -16,11 +16,17 @@
 #    loss), one "final validation" line, printed by the first kept rank;
 #  - where rank 0 is lost, TensorBoard (the venv's, $FEDSHARD_VENV) shows metrics.jsonl's steps and evaluations,
 #    each once, the mirror continued by the first kept rank.
-# Usage: recovery.sh FEDSHARD_BINARY
+# Usage: recovery.sh FEDSHARD_BINARY   (RECORD=DIR keeps every run's metrics.jsonl and audit files there, for a
+# comparison of two binaries' behaviour: tests/same_behaviour.py)
 set -u
 bin=$(realpath "$1")
 tmp=$(mktemp -d)
-trap 'pkill -9 -f "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
+keep() {
+  [ -n "${RECORD:-}" ] || return 0
+  (cd "$tmp" && find . -name metrics.jsonl -o -path '*/audit/*.jsonl' | while read -r f; do
+    mkdir -p "$RECORD/$(dirname "$f")" && cp "$f" "$RECORD/$f"; done)
+}
+trap 'keep; pkill -9 -f "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 venv=${FEDSHARD_VENV:-$(dirname "$here")/.venv}
 source "$here/train_helpers.sh"

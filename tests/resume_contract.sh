@@ -151,6 +151,16 @@ row() {  # the table's option key: its cases
         --set federation.outer_lr=0.7 --set federation.outer_momentum=0.5 ;;
     federation.clock)
       allowed "slow and eval: changed between two rounds" "$mid" --slow group:1=2 --set federation.eval_after_sync=false ;;
+    model.kernels)
+      allowed "kernels: aten to fused between two rounds" "$mid" --set model.kernels=fused ;;
+    model.cross_entropy)
+      allowed "cross_entropy: chunked to full with a round in flight" "$in_flight" --overlap delayed \
+        --set model.cross_entropy=full ;;
+    model.matmul_dtype)
+      # Not state, but float8 runs on GPUs only (and LibTorch 2.5 on): here the change is refused whatever the
+      # checkpoint holds.
+      refused "matmul_dtype: float8 on the CPU" "$mid" "model.matmul_dtype = float8 " \
+        --set model.matmul_dtype=float8 --set model.compute_dtype=bfloat16 ;;
     *) return 1 ;;
   esac
 }
