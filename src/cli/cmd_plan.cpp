@@ -195,13 +195,8 @@ nlohmann::json to_json(const plan::Cluster& c, const plan::Workload& w, const st
   return j;
 }
 
-}  // namespace
-
-Command add_plan(CLI::App& app) {
-  auto a = std::make_shared<PlanArgs>();
-  Command c;
-  c.app = app.add_subcommand("plan", "Predict bytes, time and throughput per strategy with the alpha-beta cost model");
-  auto* sub = c.app;
+// The flags of `fedshard plan`; returns the two that price --baseline research's checks (refused without it).
+std::pair<CLI::Option*, CLI::Option*> add_plan_options(CLI::App* sub, PlanArgs* a) {
   sub->add_flag("--paper", a->paper,
                 "the paper's setup: llama3.1-8b on 128 Leonardo nodes (512 A100), 2 x 2048 tokens per GPU, bf16, K=8");
   sub->add_option("--cluster", a->cluster, "cluster preset: leonardo");
@@ -271,83 +266,105 @@ Command add_plan(CLI::App& app) {
                        ->capture_default_str()
                        ->check(kNonNegative);
   sub->add_flag("--json", a->json, "print JSON instead of the table");
+  return {latency, per_peer};
+}
 
-  c.run = [a, latency, per_peer] {
+plan::Cluster cluster_of(const PlanArgs& a) {
+  plan::Cluster cluster;
+  if (a.paper || !a.cluster.empty()) cluster = plan::cluster_preset(a.cluster.empty() ? "leonardo" : a.cluster,
+                                                                      a.nodes > 0 ? a.nodes : 128);
+  if (a.nodes > 0) cluster.nodes = a.nodes;
+  if (a.ranks_per_node > 0) cluster.ranks_per_node = a.ranks_per_node;
+  if (a.flops > 0) cluster.peak_flops_per_rank = a.flops;
+  if (a.mfu > 0) cluster.mfu = a.mfu;
+  if (!a.memory_per_rank.empty())
+    cluster.memory_bytes_per_rank = static_cast<double>(parse_byte_size(a.memory_per_rank));
+  for (const auto& l : a.links) {
+    const auto eq = l.find('=');
+    FS_CHECK(eq != std::string::npos, "--link expects TIER=BANDWIDTH,LATENCY, got '", l, "'");
+    cluster.links[static_cast<int>(comm::parse_tier(l.substr(0, eq)))] = comm::parse_link_spec(l.substr(eq + 1));
+  }
+  return cluster;
+}
+
+plan::Workload workload_of(const PlanArgs& a) {
+  plan::Workload w;
+  if (a.params > 0)
+    w.params_override = a.params;
+  else
+    w.model = model::preset(a.model);
+  if (a.vocab > 0) w.model.vocab_size = a.vocab;
+  FS_CHECK(w.params_override > 0 || w.model.vocab_size > 0, "model ", a.model,
+           " takes its vocabulary from the data: give --vocab-size (258 for the byte tokenizer)");
+  FS_CHECK(a.optimizer_seconds <= a.compute_seconds || a.compute_seconds == 0,
+           "--optimizer-seconds (", a.optimizer_seconds, ") is part of --compute-seconds (", a.compute_seconds,
+           ") and cannot exceed it");
+  FS_CHECK(a.optimizer_seconds == 0 || a.compute_seconds > 0, "--optimizer-seconds needs --compute-seconds");
+  w.batch_per_rank = a.batch;
+  w.grad_accum = a.grad_accum;
+  w.seq_len = a.seq;
+  w.param_bytes = a.bytes;
+  const std::string reduce = !a.reduce_dtype.empty() ? a.reduce_dtype : a.paper ? "bfloat16" : "float32";
+  w.reduce_bytes = reduce == "bfloat16" ? 2 : reduce == "float64" ? 8 : 4;
+  w.master_bytes = std::max(4, w.reduce_bytes);  // float32 master, float64 when reducing in float64
+  w.compute_seconds = a.compute_seconds;
+  w.optimizer_seconds = a.optimizer_seconds;
+  w.overlap = a.overlap == "on";
+  w.reshard_after_forward = a.reshard_after_forward;
+  w.activation_checkpointing = a.activation_checkpointing;
+  FS_CHECK(a.compress_block > 0 && a.compress_block % 4 == 0, "--compress-block must be a positive multiple of 4, got ",
+           a.compress_block);
+  federation::parse_overlap(a.federation_overlap);
+  w.compress = a.compress;
+  w.compress_block = a.compress_block;
+  w.round_overlap = a.federation_overlap;
+  w.slow = a.slow;
+  FS_CHECK(a.round == "steps" || a.round.rfind("seconds:", 0) == 0, "--round must be steps or seconds:T, got '",
+           a.round, "'");
+  w.timed_rounds = a.round != "steps";
+  FS_CHECK(a.inner_state == "keep" || a.inner_state == "average" || a.inner_state == "reset",
+           "--inner-state must be keep, average or reset, got '", a.inner_state, "'");
+  w.inner_state = a.inner_state;
+  if (a.baseline == "research") {
+    w.prefetch = false;
+    w.checks = {a.check_latency_us * 1e-6, a.check_per_peer_us * 1e-6};
+  }
+  return w;
+}
+
+std::vector<plan::StrategySpec> specs_of(const PlanArgs& a, const plan::Cluster& cluster) {
+  std::vector<plan::StrategySpec> specs;
+  if (a.strategies.empty() || (a.strategies.size() == 1 && a.strategies[0] == "all")) {
+    specs = default_specs(a, cluster.world(), cluster.ranks_per_node);
+  } else {
+    for (const auto& s : a.strategies) {
+      auto spec = plan::parse_strategy_spec(s, a.sync_every);
+      if (spec.group_size == 0 && spec.strategy.federated) {
+        if (!a.groups.empty())
+          spec.groups = parse_int_list(a.groups, "--groups");
+        else
+          spec.group_size = a.group_size;
+      }
+      if (spec.shard_size == 0 && spec.strategy.inner == parallel::InnerSharding::Hsdp) spec.shard_size = a.shard_size;
+      specs.push_back(spec);
+    }
+  }
+  return specs;
+}
+
+}  // namespace
+
+Command add_plan(CLI::App& app) {
+  auto a = std::make_shared<PlanArgs>();
+  Command c;
+  c.app = app.add_subcommand("plan", "Predict bytes, time and throughput per strategy with the alpha-beta cost model");
+  const auto [latency, per_peer] = add_plan_options(c.app, a.get());
+  c.run = [a, latency = latency, per_peer = per_peer] {
     FS_CHECK(a->baseline == "research" || (latency->count() == 0 && per_peer->count() == 0),
              "--check-latency-us and --check-per-peer-us price --baseline research's checks; add --baseline research");
-    plan::Cluster cluster;
-    if (a->paper || !a->cluster.empty()) cluster = plan::cluster_preset(a->cluster.empty() ? "leonardo" : a->cluster,
-                                                                        a->nodes > 0 ? a->nodes : 128);
-    if (a->nodes > 0) cluster.nodes = a->nodes;
-    if (a->ranks_per_node > 0) cluster.ranks_per_node = a->ranks_per_node;
-    if (a->flops > 0) cluster.peak_flops_per_rank = a->flops;
-    if (a->mfu > 0) cluster.mfu = a->mfu;
-    if (!a->memory_per_rank.empty())
-      cluster.memory_bytes_per_rank = static_cast<double>(parse_byte_size(a->memory_per_rank));
-    for (const auto& l : a->links) {
-      const auto eq = l.find('=');
-      FS_CHECK(eq != std::string::npos, "--link expects TIER=BANDWIDTH,LATENCY, got '", l, "'");
-      cluster.links[static_cast<int>(comm::parse_tier(l.substr(0, eq)))] = comm::parse_link_spec(l.substr(eq + 1));
-    }
-    plan::Workload w;
-    if (a->params > 0)
-      w.params_override = a->params;
-    else
-      w.model = model::preset(a->model);
-    if (a->vocab > 0) w.model.vocab_size = a->vocab;
-    FS_CHECK(w.params_override > 0 || w.model.vocab_size > 0, "model ", a->model,
-             " takes its vocabulary from the data: give --vocab-size (258 for the byte tokenizer)");
-    FS_CHECK(a->optimizer_seconds <= a->compute_seconds || a->compute_seconds == 0,
-             "--optimizer-seconds (", a->optimizer_seconds, ") is part of --compute-seconds (", a->compute_seconds,
-             ") and cannot exceed it");
-    FS_CHECK(a->optimizer_seconds == 0 || a->compute_seconds > 0, "--optimizer-seconds needs --compute-seconds");
-    w.batch_per_rank = a->batch;
-    w.grad_accum = a->grad_accum;
-    w.seq_len = a->seq;
-    w.param_bytes = a->bytes;
-    const std::string reduce = !a->reduce_dtype.empty() ? a->reduce_dtype : a->paper ? "bfloat16" : "float32";
-    w.reduce_bytes = reduce == "bfloat16" ? 2 : reduce == "float64" ? 8 : 4;
-    w.master_bytes = std::max(4, w.reduce_bytes);  // float32 master, float64 when reducing in float64
-    w.compute_seconds = a->compute_seconds;
-    w.optimizer_seconds = a->optimizer_seconds;
-    w.overlap = a->overlap == "on";
-    w.reshard_after_forward = a->reshard_after_forward;
-    w.activation_checkpointing = a->activation_checkpointing;
-    FS_CHECK(a->compress_block > 0 && a->compress_block % 4 == 0, "--compress-block must be a positive multiple of 4, got ",
-             a->compress_block);
-    federation::parse_overlap(a->federation_overlap);
-    w.compress = a->compress;
-    w.compress_block = a->compress_block;
-    w.round_overlap = a->federation_overlap;
-    w.slow = a->slow;
-    FS_CHECK(a->round == "steps" || a->round.rfind("seconds:", 0) == 0, "--round must be steps or seconds:T, got '",
-             a->round, "'");
-    w.timed_rounds = a->round != "steps";
-    FS_CHECK(a->inner_state == "keep" || a->inner_state == "average" || a->inner_state == "reset",
-             "--inner-state must be keep, average or reset, got '", a->inner_state, "'");
-    w.inner_state = a->inner_state;
-    if (a->baseline == "research") {
-      w.prefetch = false;
-      w.checks = {a->check_latency_us * 1e-6, a->check_per_peer_us * 1e-6};
-    }
-
-    std::vector<plan::StrategySpec> specs;
-    if (a->strategies.empty() || (a->strategies.size() == 1 && a->strategies[0] == "all")) {
-      specs = default_specs(*a, cluster.world(), cluster.ranks_per_node);
-    } else {
-      for (const auto& s : a->strategies) {
-        auto spec = plan::parse_strategy_spec(s, a->sync_every);
-        if (spec.group_size == 0 && spec.strategy.federated) {
-          if (!a->groups.empty())
-            spec.groups = parse_int_list(a->groups, "--groups");
-          else
-            spec.group_size = a->group_size;
-        }
-        if (spec.shard_size == 0 && spec.strategy.inner == parallel::InnerSharding::Hsdp) spec.shard_size = a->shard_size;
-        specs.push_back(spec);
-      }
-    }
-    const auto plans = plan::plan_all(cluster, w, specs);
+    const auto cluster = cluster_of(*a);
+    const auto w = workload_of(*a);
+    const auto plans = plan::plan_all(cluster, w, specs_of(*a, cluster));
     if (a->json)
       std::cout << to_json(cluster, w, plans).dump(2) << std::endl;
     else

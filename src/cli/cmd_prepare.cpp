@@ -4,6 +4,7 @@
 
 #include "cli/commands.h"
 #include "data/prepare.h"
+#include "train/fault_injection.h"
 
 namespace fedshard::cli {
 namespace {
@@ -66,6 +67,8 @@ Command add_prepare(CLI::App& app) {
   cmd.app = sub;
   cmd.needs_mpi = false;
   cmd.run = [opts]() {
+    const auto faults = train::prepare_faults_from_environment();
+    opts->faults = faults.get();
     const data::PrepareSummary s = data::prepare_corpus(*opts);
     const data::Manifest& m = s.manifest;
     const data::SplitTotals train = m.totals("train"), val = m.totals("val");

@@ -11,6 +11,7 @@
 #include "comm/tier.h"
 #include "train/config.h"
 #include "train/preemption.h"
+#include "train/fault_injection.h"
 #include "train/trainer.h"
 #include "util/error.h"
 
@@ -107,14 +108,16 @@ Command add_train(CLI::App& app) {
     train::install_preemption_handlers();
     auto& mpi = comm::MpiRuntime::get();
     train::TrainSetup setup;
+    std::unique_ptr<Faults> faults;
     // A replacement started by the kept ranks of a job that lost a group (federation.rejoin_after).
     const MPI_Comm joined = comm::join_spawning_job();
     run_startup_phase([&] {
       auto cfg = train::load_config(args->config, overrides);
+      faults = train::training_faults_from_environment();
       setup = joined == MPI_COMM_NULL ? train::prepare_training(cfg, mpi.world_size(), mpi.world_rank())
-                                      : train::prepare_joining(cfg, joined);
+                                      : train::prepare_joining(cfg, joined, *faults);
     });
-    train::Trainer trainer(std::move(setup));
+    train::Trainer trainer(std::move(setup), *faults);
     const auto summary = trainer.run();
     if (summary.preempted) return train::kPreemptedExit;
     if (summary.left) return 0;  // said why on stderr; the job goes on without this rank's group

@@ -1,7 +1,6 @@
 #include "data/prepare.h"
 
 #include <glob.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -285,10 +284,7 @@ class ProgressLine {
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(), last_ = start_;
 };
 
-}  // namespace
-
-PrepareSummary prepare_corpus(const PrepareOptions& opts) {
-  const auto start = std::chrono::steady_clock::now();
+void check_prepare_options(const PrepareOptions& opts) {
   FS_CHECK(!opts.inputs.empty(), "no inputs given");
   FS_CHECK(!opts.text_key.empty(), "the text key must not be empty");
   FS_CHECK(!opts.out.empty(), "no output directory given");
@@ -296,148 +292,189 @@ PrepareSummary prepare_corpus(const PrepareOptions& opts) {
            opts.val_fraction);
   FS_CHECK(opts.max_shard_tokens >= 1, "max shard tokens must be positive, got ", opts.max_shard_tokens);
   FS_CHECK(opts.workers >= 0, "workers must be 0 (the cores) or more, got ", opts.workers);
-  const int workers = opts.workers > 0 ? opts.workers : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  EncodePool pool(opts.tokenizer, workers, static_cast<size_t>(workers) * (8 << 20));
-  const Tokenizer* tok = &pool.tokenizer();
-  const auto inputs = expand_inputs(opts.inputs);
-  const std::vector<Source> sources = find_sources(inputs, opts.source_key.empty());
-  check_output_location(opts.out, inputs);
+}
 
-  PartialCorpus partial(opts.out, opts.resume, options_of(opts, sources, *tok));
-  std::vector<uint64_t> train_counts(tok->vocab_size()), val_counts(tok->vocab_size());
+// The corpus as it is written: each source's train and val shard sequences in OUT.partial, the token counts of
+// both splits (the unigram baseline) and the text read per source. Documents are encoded by the pool and
+// counted and written here, in the order of the documents, whatever the workers; a document that a resumed
+// sequence's finished shards hold is neither encoded nor written again.
+class CorpusWriter {
+ public:
+  CorpusWriter(const PrepareOptions& opts, EncodePool& pool, PartialCorpus& partial, const std::vector<Source>& sources)
+      : opts_(opts), pool_(pool), tok_(pool.tokenizer()), partial_(partial), train_counts_(tok_.vocab_size()),
+        val_counts_(tok_.vocab_size()), progress_(sources) {}
+
+  // Every document of a source: text files (split by val_documents), JSONL lines and Parquet rows (by val_record).
+  void read(const Source& source);
+  Manifest finish();
+  std::map<std::string, uint64_t> text_bytes() const { return text_bytes_; }
+
+ private:
   struct SourceShards {
     std::unique_ptr<ShardSequence> train, val;
   };
-  std::map<std::string, SourceShards> shards;  // by label: the manifest's order
-  auto save_progress = [&] {
-    std::map<std::pair<std::string, std::string>, const SequenceProgress*> all;
-    for (const auto& [label, s] : shards) {
-      all[{"train", label}] = &s.train->progress();
-      all[{"val", label}] = &s.val->progress();
-    }
-    partial.save(all);
-  };
-  // FEDSHARD_PREPARE_KILL=K (the resume tests): SIGKILL after the K-th shard is finished and before
-  // progress.json says so, the worst moment for --resume.
-  const char* kill_env = std::getenv("FEDSHARD_PREPARE_KILL");
-  const int64_t kill_after = kill_env ? std::strtoll(kill_env, nullptr, 10) : 0;
-  FS_CHECK(!kill_env || kill_after > 0, "FEDSHARD_PREPARE_KILL must be a shard count above 0, got \"", kill_env, "\"");
-  int64_t finished_shards = 0;
-  auto on_shard = [&] {
-    if (++finished_shards == kill_after) ::raise(SIGKILL);
-    save_progress();
-  };
+  void save_progress();
+  std::unique_ptr<ShardSequence> sequence(const std::string& split, const std::string& label);
+  SourceShards& shards_of(const std::string& label);
+  void add(const std::string& label, bool val, std::string text, const std::string& where);
+  // A record: line `index` of a JSONL file or row `index` of a Parquet file, `within` the source directory.
+  void take(const Source& source, JsonlRecord& record, const std::string& within, int64_t index,
+            const std::string& where);
+  void read_jsonl(const Source& source, const std::string& path, const std::string& within);
+
+  const PrepareOptions& opts_;
+  EncodePool& pool_;
+  const Tokenizer& tok_;
+  PartialCorpus& partial_;
+  std::vector<uint64_t> train_counts_, val_counts_;
+  std::map<std::string, SourceShards> shards_;  // by label: the manifest's order
+  std::map<std::string, uint64_t> text_bytes_;  // by source: for the summary's bytes per token
+  ProgressLine progress_;
+  const std::string* current_file_ = nullptr;
+  int64_t finished_shards_ = 0;
+  int64_t documents_ = 0;  // of the source being read
+};
+
+void CorpusWriter::save_progress() {
+  std::map<std::pair<std::string, std::string>, const SequenceProgress*> all;
+  for (const auto& [label, s] : shards_) {
+    all[{"train", label}] = &s.train->progress();
+    all[{"val", label}] = &s.val->progress();
+  }
+  partial_.save(all);
+}
+
+std::unique_ptr<ShardSequence> CorpusWriter::sequence(const std::string& split, const std::string& label) {
+  SequenceProgress resumed = partial_.resumed(split, label);
+  auto& counts = split == "val" ? val_counts_ : train_counts_;
   // A resumed sequence's finished shards count towards the baseline as if they had just been written.
-  auto sequence = [&](const std::string& split, const std::string& label) {
-    SequenceProgress resumed = partial.resumed(split, label);
-    auto& counts = split == "val" ? val_counts : train_counts;
-    for (const auto& e : resumed.finished) {
-      const ShardFile f((fs::path(partial.path()) / e.file).string(),
-                        {tok->kind(), tok->vocab_size(), tok->fingerprint(), static_cast<uint64_t>(e.tokens), e.checksum, 0});
-      for (uint64_t i = 0; i < f.header().tokens; ++i) ++counts[f.tokens()[i]];
+  for (const auto& e : resumed.finished) {
+    const ShardFile f((fs::path(partial_.path()) / e.file).string(),
+                      {tok_.kind(), tok_.vocab_size(), tok_.fingerprint(), static_cast<uint64_t>(e.tokens), e.checksum, 0});
+    for (uint64_t i = 0; i < f.header().tokens; ++i) ++counts[f.tokens()[i]];
+  }
+  // A shard is finished before progress.json says so: a fault there is the worst moment for --resume.
+  return std::make_unique<ShardSequence>(partial_.path(), split, label, tok_, opts_.max_shard_tokens,
+                                         std::move(resumed), [this] {
+                                           opts_.faults->at(FaultPoint::Shard, ++finished_shards_);
+                                           save_progress();
+                                         });
+}
+
+CorpusWriter::SourceShards& CorpusWriter::shards_of(const std::string& label) {
+  auto& s = shards_[label];
+  if (!s.train) s = {sequence("train", label), sequence("val", label)};
+  return s;
+}
+
+void CorpusWriter::add(const std::string& label, bool val, std::string text, const std::string& where) {
+  SourceShards& to = shards_of(label);
+  ShardSequence& seq = val ? *to.val : *to.train;
+  text_bytes_[label] += text.size();
+  progress_.document(*current_file_, text.size());
+  ++documents_;
+  if (seq.skip_document()) return;
+  pool_.submit(std::move(text), where, [this, val, seq = &seq](std::vector<uint32_t>& tokens) {
+    tokens.push_back(tok_.eos_id());
+    seq->add_document(tokens);
+    auto& counts = val ? val_counts_ : train_counts_;
+    for (uint32_t t : tokens) ++counts[t];
+  });
+}
+
+void CorpusWriter::take(const Source& source, JsonlRecord& record, const std::string& within, int64_t index,
+                        const std::string& where) {
+  const std::string& label = opts_.source_key.empty() ? source.label : record.source;
+  if (!opts_.source_key.empty()) {
+    try {
+      check_label(label);
+    } catch (const Error& e) {
+      throw Error(cat(where, ": ", e.what()));
     }
-    return std::make_unique<ShardSequence>(partial.path(), split, label, *tok, opts.max_shard_tokens,
-                                           std::move(resumed), on_shard);
-  };
-  auto shards_of = [&](const std::string& label) -> SourceShards& {
-    auto& s = shards[label];
-    if (!s.train) s = {sequence("train", label), sequence("val", label)};
-    return s;
-  };
-  // Encoded by the pool; counted and written here, in the order of the documents, whatever the workers. A
-  // document that a resumed sequence's finished shards hold is neither encoded nor written again.
-  std::map<std::string, uint64_t> text_bytes;  // by source: for the summary's bytes per token
-  ProgressLine progress(sources);
-  const std::string* current_file = nullptr;
-  auto add = [&](const std::string& label, bool val, std::string text, const std::string& where) {
-    SourceShards& to = shards_of(label);
-    ShardSequence& seq = val ? *to.val : *to.train;
-    text_bytes[label] += text.size();
-    progress.document(*current_file, text.size());
-    if (seq.skip_document()) return;
-    pool.submit(std::move(text), where, [&, val, seq = &seq](std::vector<uint32_t>& tokens) {
-      tokens.push_back(tok->eos_id());
-      seq->add_document(tokens);
-      auto& counts = val ? val_counts : train_counts;
-      for (uint32_t t : tokens) ++counts[t];
-    });
-  };
-  JsonlParser parser(opts.text_key, opts.source_key);
+  }
+  add(label, val_record(opts_.val_fraction, opts_.seed, label, within, index), std::move(record.text), where);
+}
+
+void CorpusWriter::read_jsonl(const Source& source, const std::string& path, const std::string& within) {
+  JsonlParser parser(opts_.text_key, opts_.source_key);
   JsonlRecord record;
   std::string line;
-  for (const auto& source : sources) {
-    std::vector<std::string> text_files;
-    for (const auto& d : source.documents)
-      if (!is_records(d)) text_files.push_back(d);
-    FS_CHECK(opts.source_key.empty() || text_files.empty(), "--source-key names a key of JSONL or Parquet records, ",
-             "but ", text_files.empty() ? "" : text_files.front(), " is a text document");
-    const auto val = val_documents(text_files.size(), opts.val_fraction, opts.seed, source.label);
-    size_t text_index = 0;
-    int64_t documents = 0;
-    // A record: line `index` of a JSONL file or row `index` of a Parquet file, `within` the source directory.
-    auto take = [&](const std::string& within, int64_t index, const std::string& where) {
-      const std::string& label = opts.source_key.empty() ? source.label : record.source;
-      if (!opts.source_key.empty()) {
-        try {
-          check_label(label);
-        } catch (const Error& e) {
-          throw Error(cat(where, ": ", e.what()));
-        }
-      }
-      add(label, val_record(opts.val_fraction, opts.seed, label, within, index), std::move(record.text), where);
-      ++documents;
-    };
-    for (const auto& path : source.documents) {
-      current_file = &path;
-      const std::string within = fs::path(path).lexically_relative(source.dir).string();
-      if (is_parquet(path)) {
-        ParquetRecords rows(path, opts.text_key, opts.source_key);
-        while (rows.next(record)) take(within, rows.row(), cat(path, ": row ", rows.row()));
-        progress.file_done(path);
-        continue;
-      }
-      if (!is_jsonl(path)) {
-        add(source.label, val[text_index++], read_file(path), path);
-        ++documents;
-        progress.file_done(path);
-        continue;
-      }
-      LineReader lines(path);
-      while (lines.next(line)) {
-        if (line.find_first_not_of(" \t") == std::string::npos) continue;
-        const std::string where = cat(path, ":", lines.line_number());
-        try {
-          parser.parse(line, record);
-        } catch (const Error& e) {
-          throw Error(cat(where, ": ", e.what()));
-        }
-        take(within, lines.line_number(), where);
-      }
-      progress.file_done(path);
+  LineReader lines(path);
+  while (lines.next(line)) {
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    const std::string where = cat(path, ":", lines.line_number());
+    try {
+      parser.parse(line, record);
+    } catch (const Error& e) {
+      throw Error(cat(where, ": ", e.what()));
     }
-    FS_CHECK(documents > 0, "source ", source.dir, " has no documents (its JSONL or Parquet files hold no records)");
+    take(source, record, within, lines.line_number(), where);
   }
-  pool.finish();
+}
+
+void CorpusWriter::read(const Source& source) {
+  std::vector<std::string> text_files;
+  for (const auto& d : source.documents)
+    if (!is_records(d)) text_files.push_back(d);
+  FS_CHECK(opts_.source_key.empty() || text_files.empty(), "--source-key names a key of JSONL or Parquet records, ",
+           "but ", text_files.empty() ? "" : text_files.front(), " is a text document");
+  const auto val = val_documents(text_files.size(), opts_.val_fraction, opts_.seed, source.label);
+  size_t text_index = 0;
+  documents_ = 0;
+  for (const auto& path : source.documents) {
+    current_file_ = &path;
+    const std::string within = fs::path(path).lexically_relative(source.dir).string();
+    if (is_parquet(path)) {
+      ParquetRecords rows(path, opts_.text_key, opts_.source_key);
+      JsonlRecord record;
+      while (rows.next(record)) take(source, record, within, rows.row(), cat(path, ": row ", rows.row()));
+    } else if (is_jsonl(path)) {
+      read_jsonl(source, path, within);
+    } else {
+      add(source.label, val[text_index++], read_file(path), path);
+    }
+    progress_.file_done(path);
+  }
+  FS_CHECK(documents_ > 0, "source ", source.dir, " has no documents (its JSONL or Parquet files hold no records)");
+}
+
+Manifest CorpusWriter::finish() {
+  pool_.finish();
   std::vector<ShardEntry> train_shards, val_shards;
-  for (auto& [label, s] : shards) {
+  for (auto& [label, s] : shards_) {
     for (auto& e : s.train->finish()) train_shards.push_back(std::move(e));
     for (auto& e : s.val->finish()) val_shards.push_back(std::move(e));
   }
-
   Manifest m;
-  m.tokenizer = {tok->spec(), tok->kind(), tok->vocab_size(), tok->bos_id(), tok->eos_id(), tok->fingerprint()};
-  m.seed = opts.seed;
-  m.val_fraction = opts.val_fraction;
-  for (const auto& [label, s] : shards) m.sources.push_back(label);
+  m.tokenizer = {tok_.spec(), tok_.kind(), tok_.vocab_size(), tok_.bos_id(), tok_.eos_id(), tok_.fingerprint()};
+  m.seed = opts_.seed;
+  m.val_fraction = opts_.val_fraction;
+  for (const auto& [label, s] : shards_) m.sources.push_back(label);
   m.shards = std::move(train_shards);
   m.shards.insert(m.shards.end(), val_shards.begin(), val_shards.end());
-  if (!val_shards.empty()) m.unigram_val_ppl = unigram_perplexity(train_counts, val_counts);
+  if (!val_shards.empty()) m.unigram_val_ppl = unigram_perplexity(train_counts_, val_counts_);
+  return m;
+}
+
+}  // namespace
+
+PrepareSummary prepare_corpus(const PrepareOptions& opts) {
+  const auto start = std::chrono::steady_clock::now();
+  check_prepare_options(opts);
+  const int workers = opts.workers > 0 ? opts.workers : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  EncodePool pool(opts.tokenizer, workers, static_cast<size_t>(workers) * (8 << 20));
+  const auto inputs = expand_inputs(opts.inputs);
+  const std::vector<Source> sources = find_sources(inputs, opts.source_key.empty());
+  check_output_location(opts.out, inputs);
+  PartialCorpus partial(opts.out, opts.resume, options_of(opts, sources, pool.tokenizer()));
+  CorpusWriter writer(opts, pool, partial, sources);
+  for (const auto& source : sources) writer.read(source);
+  Manifest m = writer.finish();
   m.save(partial.path());
   const int64_t resumed_shards = partial.resumed_shards();
   partial.install();
-
   const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
-  return {std::move(m), elapsed.count(), pool.workers(), resumed_shards, std::move(text_bytes)};
+  return {std::move(m), elapsed.count(), pool.workers(), resumed_shards, writer.text_bytes()};
 }
 
 }  // namespace fedshard::data

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "data/manifest.h"
+#include "util/faults.h"
 
 namespace fedshard::data {
 
@@ -32,6 +33,7 @@ struct PrepareOptions {
   int64_t max_shard_tokens = 64 << 20;
   int workers = 0;  // threads encoding documents; 0: the cores. The output is the same for any number.
   bool resume = false;  // go on from OUT.partial (a killed prepare's finished shards), if its options are these
+  const Faults* faults = &Faults::none();  // the robustness tests' plan: FaultPoint::Shard, after each finished shard
 };
 
 struct PrepareSummary {

@@ -349,7 +349,7 @@ void Aggregator::settle(Round& r) {
     }
   }
   // Every unit's averaging has arrived before any unit is applied: a round that fails (a lost peer) leaves
-  // the model and the outer state untouched, so the survivors can hold it again (train::Trainer::recover).
+  // the model and the outer state untouched, so the survivors can hold it again (train/membership.h: the survivors apply the change).
   for (auto& works : r.works)
     for (auto& w : works) w->wait();
   for (size_t i = 0; i < r.units.size(); ++i) {

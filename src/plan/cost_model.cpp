@@ -241,9 +241,10 @@ RankBytes rank_bytes(const comm::Layout& l, int rank, const Cluster& cluster, co
   return out;
 }
 
-StrategyPlan plan_strategy(const Cluster& cluster, const Workload& w, const StrategySpec& s) {
-  StrategyPlan p;
-  p.spec = s;
+namespace {
+
+// The layout the strategy cuts the cluster into, and every rank's collectives with their bytes.
+void plan_layout(StrategyPlan& p, const Cluster& cluster, const Workload& w, const StrategySpec& s) {
   const int world = cluster.world();
   p.layout = parallel::make_layout(s.strategy, world, s.groups, s.group_size, s.shard_size);
   p.layout.place_on_nodes(cluster.ranks_per_node);
@@ -259,9 +260,13 @@ StrategyPlan plan_strategy(const Cluster& cluster, const Workload& w, const Stra
     p.ranks.push_back(std::move(b));
   }
   p.collectives = p.groups.front().collectives;
+}
 
-  const int H = l.shard_size(0);
-  const bool recompute = w.activation_checkpointing == "on" || (w.activation_checkpointing == "auto" && H > 1);
+// Each unit's per-step collectives on group 0's first rank (gather, reduce, replica all-reduce, checks); the
+// rank's shard of all units and the largest padded unit, for the memory of a bare parameter count.
+std::vector<UnitTimes> unit_comm_times(const StrategyPlan& p, const Cluster& cluster, const Workload& w, bool recompute,
+                                       double& shard_total, double& largest) {
+  const auto& l = p.layout;
   const auto units = unit_params(w);
   const bool tied = w.params_override == 0 && w.model.tie_embeddings;
   const int64_t L = l.pad_multiple();
@@ -270,7 +275,8 @@ StrategyPlan plan_strategy(const Cluster& cluster, const Workload& w, const Stra
     const int n = static_cast<int>(members.size());
     return n > 1 ? cluster.links[static_cast<int>(l.tier(members))].seconds(kind, bytes, n) : 0.0;
   };
-  double shard_total = 0, largest = 0;
+  shard_total = 0;
+  largest = 0;
   std::vector<UnitTimes> times(units.size());
   for (size_t u = 0; u < units.size(); ++u) {
     const double padded = static_cast<double>((units[u] + L - 1) / L * L);
@@ -285,8 +291,12 @@ StrategyPlan plan_strategy(const Cluster& cluster, const Workload& w, const Stra
     times[u].shard_check = w.checks.seconds(static_cast<int>(shard.size()));
     times[u].replica_check = w.checks.seconds(static_cast<int>(replica.size()));
   }
+  return times;
+}
 
-  const double k = s.strategy.federated ? s.sync_every : 1.0;
+// Bytes and seconds per step and per round, per tier (a round's spread over its K steps); returns the round's
+// control seconds (its agreement, which no overlap hides).
+double sum_collectives(StrategyPlan& p, const Workload& w, double k) {
   double round_control_seconds = 0;
   for (const auto& c : p.collectives) {
     const double secs = (c.seconds + w.checks.seconds(c.ranks)) * c.count;
@@ -304,7 +314,12 @@ StrategyPlan plan_strategy(const Cluster& cluster, const Workload& w, const Stra
       p.comm_seconds_per_step[t] += secs;
     }
   }
+  return round_control_seconds;
+}
 
+// The step's compute, measured or from FLOPs, shared out to the units' forward and backward by their FLOPs.
+void compute_times(StrategyPlan& p, const Cluster& cluster, const Workload& w, bool recompute,
+                   std::vector<UnitTimes>& times) {
   const double tokens_per_rank = static_cast<double>(w.batch_per_rank * w.seq_len * w.grad_accum);
   const auto flops = unit_forward_flops(w);
   double forward_flops = 0;
@@ -319,13 +334,81 @@ StrategyPlan plan_strategy(const Cluster& cluster, const Workload& w, const Stra
   }
   FS_CHECK(w.optimizer_seconds >= 0 && w.optimizer_seconds < p.compute_seconds,
            "the optimizer time must be part of the compute time");
-  // Each unit's share of the passes' compute follows its FLOPs.
   const double pass_seconds = p.compute_seconds - w.optimizer_seconds;
-  for (size_t u = 0; u < units.size(); ++u) {
-    const double share = forward_flops > 0 ? flops[u] / forward_flops : 1.0 / static_cast<double>(units.size());
+  for (size_t u = 0; u < times.size(); ++u) {
+    const double share = forward_flops > 0 ? flops[u] / forward_flops : 1.0 / static_cast<double>(times.size());
     times[u].fwd = share * pass_seconds / passes / w.grad_accum;  // one micro-batch's
     times[u].bwd = 2.0 * times[u].fwd;
   }
+}
+
+// Stragglers: a group runs at the pace of its slowest rank. Rounds every K steps make every group wait for the
+// slowest one; time-based rounds let each group take the steps its pace allows (a round still costs its exposed
+// time once per fastest group's K steps).
+void slow_ranks_pace(StrategyPlan& p, const Cluster& cluster, const Workload& w, double inner, double round_exposed,
+                     double k) {
+  const auto& l = p.layout;
+  const int world = cluster.world();
+  const double tokens_per_rank = static_cast<double>(w.batch_per_rank * w.seq_len * w.grad_accum);
+  const auto slow = parallel::slow_factors(w.slow, l);
+  if (*std::max_element(slow.begin(), slow.end()) <= 1) return;
+  std::vector<double> pace(static_cast<size_t>(l.groups()), 1.0);
+  for (int r = 0; r < world; ++r) {
+    auto& f = pace[static_cast<size_t>(l.coords(r).group)];
+    f = std::max(f, slow[static_cast<size_t>(r)]);
+  }
+  const double slowest = *std::max_element(pace.begin(), pace.end());
+  if (!w.timed_rounds) {
+    p.step_seconds = inner * slowest + round_exposed / k;
+    p.tokens_per_second = tokens_per_rank * world / p.step_seconds;
+    return;
+  }
+  p.tokens_per_second = 0;
+  for (int g = 0; g < l.groups(); ++g)
+    p.tokens_per_second += tokens_per_rank * l.group_size(g) / (inner * pace[static_cast<size_t>(g)] + round_exposed / k);
+  p.step_seconds = inner + round_exposed / k;
+}
+
+MemoryEstimate plan_memory(const StrategyPlan& p, const Workload& w, const StrategySpec& s, bool recompute,
+                           double shard_total, double largest) {
+  MemoryEstimate e;
+  if (w.params_override > 0) {
+    // A bare parameter count has no architecture to size activations by: the shard's float32 master,
+    // gradient and AdamW moments, and two gathered units.
+    e.components = {{"state", 16.0 * shard_total}, {"gathered", 2.0 * largest * w.param_bytes}};
+    return e;
+  }
+  MemoryInputs m;
+  m.model = w.model;
+  m.shard = p.layout.shard_size(0);
+  m.replicas = p.layout.replicas(0);
+  m.batch = w.batch_per_rank;
+  m.seq_len = w.seq_len;
+  m.master_bytes = w.master_bytes;
+  m.compute_bytes = w.param_bytes;
+  m.reduce_bytes = w.reduce_bytes;
+  m.recompute = recompute;
+  m.reshard_after_forward = w.reshard_after_forward;
+  m.federated = s.strategy.federated;
+  m.round_copy = w.compress != "none" || w.round_overlap != "none" || w.reduce_bytes < w.master_bytes;
+  m.residuals = w.compress != "none";
+  m.runtime_bytes = 0.5e9;  // the CUDA context of a GPU rank (plans are for GPU clusters)
+  return estimate_memory(m);
+}
+
+}  // namespace
+
+StrategyPlan plan_strategy(const Cluster& cluster, const Workload& w, const StrategySpec& s) {
+  StrategyPlan p;
+  p.spec = s;
+  plan_layout(p, cluster, w, s);
+  const int H = p.layout.shard_size(0);
+  const bool recompute = w.activation_checkpointing == "on" || (w.activation_checkpointing == "auto" && H > 1);
+  double shard_total = 0, largest = 0;
+  auto times = unit_comm_times(p, cluster, w, recompute, shard_total, largest);
+  const double k = s.strategy.federated ? s.sync_every : 1.0;
+  const double round_control_seconds = sum_collectives(p, w, k);
+  compute_times(p, cluster, w, recompute, times);
   // The micro-batches before the last reduce nothing.
   auto accumulating = times;
   for (auto& t : accumulating) t.reduce = t.replica = 0;
@@ -344,50 +427,10 @@ StrategyPlan plan_strategy(const Cluster& cluster, const Workload& w, const Stra
     round_exposed = round_control_seconds + std::max(0.0, p.round_comm_seconds - round_control_seconds - k * inner);
   p.round_exposed_seconds = round_exposed;
   p.step_seconds = inner + round_exposed / k;
-  p.tokens_per_second = tokens_per_rank * world / p.step_seconds;
-  // Stragglers: a group runs at the pace of its slowest rank. Rounds every K steps make every group wait for
-  // the slowest one; time-based rounds let each group take the steps its pace allows (a round still costs
-  // its exposed time once per fastest group's K steps).
-  const auto slow = parallel::slow_factors(w.slow, l);
-  if (*std::max_element(slow.begin(), slow.end()) > 1) {
-    std::vector<double> pace(static_cast<size_t>(l.groups()), 1.0);
-    for (int r = 0; r < world; ++r) {
-      auto& f = pace[static_cast<size_t>(l.coords(r).group)];
-      f = std::max(f, slow[static_cast<size_t>(r)]);
-    }
-    const double slowest = *std::max_element(pace.begin(), pace.end());
-    if (!w.timed_rounds) {
-      p.step_seconds = inner * slowest + round_exposed / k;
-      p.tokens_per_second = tokens_per_rank * world / p.step_seconds;
-    } else {
-      p.tokens_per_second = 0;
-      for (int g = 0; g < l.groups(); ++g)
-        p.tokens_per_second += tokens_per_rank * l.group_size(g) / (inner * pace[static_cast<size_t>(g)] + round_exposed / k);
-      p.step_seconds = inner + round_exposed / k;
-    }
-  }
-  if (w.params_override > 0) {
-    // A bare parameter count has no architecture to size activations by: the shard's float32 master,
-    // gradient and AdamW moments, and two gathered units.
-    p.memory.components = {{"state", 16.0 * shard_total}, {"gathered", 2.0 * largest * w.param_bytes}};
-  } else {
-    MemoryInputs m;
-    m.model = w.model;
-    m.shard = H;
-    m.replicas = l.replicas(0);
-    m.batch = w.batch_per_rank;
-    m.seq_len = w.seq_len;
-    m.master_bytes = w.master_bytes;
-    m.compute_bytes = w.param_bytes;
-    m.reduce_bytes = w.reduce_bytes;
-    m.recompute = recompute;
-    m.reshard_after_forward = w.reshard_after_forward;
-    m.federated = s.strategy.federated;
-    m.round_copy = w.compress != "none" || w.round_overlap != "none" || w.reduce_bytes < w.master_bytes;
-    m.residuals = w.compress != "none";
-    m.runtime_bytes = 0.5e9;  // the CUDA context of a GPU rank (plans are for GPU clusters)
-    p.memory = estimate_memory(m);
-  }
+  const double tokens_per_rank = static_cast<double>(w.batch_per_rank * w.seq_len * w.grad_accum);
+  p.tokens_per_second = tokens_per_rank * cluster.world() / p.step_seconds;
+  slow_ranks_pace(p, cluster, w, inner, round_exposed, k);
+  p.memory = plan_memory(p, w, s, recompute, shard_total, largest);
   p.fits_memory = cluster.memory_bytes_per_rank <= 0 || p.memory.total() <= cluster.memory_bytes_per_rank;
   return p;
 }

@@ -12,7 +12,7 @@
 #include <set>
 
 #include "comm/mpi_runtime.h"
-#include "train/fault_injection.h"
+#include "train/engine.h"
 #include "util/error.h"
 #include "util/hex.h"
 #include "util/posix_file.h"
@@ -124,6 +124,87 @@ std::optional<std::string> find_checkpoint(const std::string& spec, const std::s
   return dir.string();
 }
 
+namespace {
+
+// meta.json's fields (Errors and the library's exceptions propagate: load_checkpoint_meta names the file).
+void read_meta_fields(const nlohmann::json& j, const std::string& meta_path, CheckpointMeta& m) {
+  FS_CHECK(j.at("format") == kFormat && j.at("version") == kVersion, meta_path, ": not a ", kFormat, " v", kVersion,
+           " file");
+  m.step = j.at("step");
+  const auto& t = j.at("topology");
+  try {
+    // Checkpoints before groups of different sizes record only equal groups: world / group_size of them.
+    m.layout = t.contains("groups") ? comm::Layout(t.at("groups").get<std::vector<int>>(), t.at("shard_size"))
+                                    : comm::Layout::uniform(t.at("world"), t.at("group_size"), t.at("shard_size"));
+  } catch (const Error& e) {
+    throw Error(cat(meta_path, ": impossible topology (", e.what(), ")"));
+  }
+  m.strategy = t.at("strategy");
+  m.optimizer_steps = j.at("optimizer").at("steps");
+  if (j.contains("tokens")) {
+    m.tokens = j.at("tokens");
+  } else {  // checkpoints before this field: a constant world of the checkpoint's layout
+    const auto& data = j.at("config").at("data");
+    m.tokens = m.step * m.layout.world() * data.at("batch_size").get<int64_t>() * data.at("seq_len").get<int64_t>();
+  }
+  const auto& fed = j.at("federation");
+  m.outer = fed.value("outer", "");
+  m.syncs = fed.value("syncs", 0);
+  m.steps_since_sync = fed.value("steps_since_sync", 0);
+  m.round_in_flight = fed.value("round_in_flight", std::vector<size_t>{});
+  m.group_steps = fed.value("group_steps", std::vector<int64_t>{});
+  m.pending_rounds = fed.value("pending_rounds", std::vector<bool>{});
+  m.tokenizer = j.value("tokenizer", "");
+  for (int g = 0; g < m.layout.groups(); ++g) m.group_ids.push_back(g);
+  if (fed.contains("group_ids")) {
+    m.group_ids = fed.at("group_ids").get<std::vector<int>>();
+    FS_CHECK(static_cast<int>(m.group_ids.size()) == m.layout.groups(), meta_path, ": ", m.group_ids.size(),
+             " group ids for ", m.layout.groups(), " groups");
+  }
+  m.config = j.at("config");
+  for (const auto& u : j.at("units")) m.padded.push_back(u.at("padded_numel"));
+  for (const auto& r : j.at("ranks")) {
+    CheckpointRank cr;
+    cr.rank = r.at("rank");
+    cr.group = r.at("group");
+    cr.position = r.at("position");
+    cr.file = r.at("file");
+    const auto sum = parse_hex64(r.at("checksum").get<std::string>());
+    FS_CHECK(sum.has_value(), meta_path, ": rank ", cr.rank, " has a malformed checksum");
+    cr.checksum = *sum;
+    cr.shard = r.at("shard").get<std::vector<std::pair<int64_t, int64_t>>>();
+    cr.slice = r.at("slice").get<std::vector<std::pair<int64_t, int64_t>>>();
+    m.ranks.push_back(cr);
+  }
+}
+
+// The checkpoint's architecture is the one being trained, and its unit layout the one this model produces.
+void check_meta_model(const nlohmann::json& j, const std::string& meta_path, const model::ModelConfig& model,
+                      const CheckpointMeta& m) {
+  const auto want = model_json(model);
+  for (const auto& [k, v] : want.items())
+    // ffn_hidden is absent from checkpoints written before HF configs could set it.
+    FS_CHECK(j.at("model").value(k, k == "ffn_hidden" ? nlohmann::json(0) : nlohmann::json()) == v, meta_path,
+             ": checkpoint model has ", k, " = ", j.at("model").at(k).dump(), ", the configured model has ", v.dump());
+  const auto layout = unit_layout(model);
+  const auto& units = j.at("units");
+  FS_CHECK(units.size() == layout.size(), meta_path, ": ", units.size(), " units, the model has ", layout.size());
+  for (size_t u = 0; u < layout.size(); ++u) {
+    FS_CHECK(units[u].at("numel") == layout[u].numel, meta_path, ": unit ", u, " has ", units[u].at("numel").dump(),
+             " parameters, the model's has ", layout[u].numel);
+    FS_CHECK(m.padded[u] >= layout[u].numel && m.padded[u] % m.layout.pad_multiple() == 0, meta_path, ": unit ", u,
+             " padding does not fit the topology");
+  }
+  FS_CHECK(static_cast<int>(m.ranks.size()) == m.layout.world(), meta_path, ": lists ", m.ranks.size(),
+           " rank files for ", m.layout.world(), " ranks");
+  for (size_t r = 0; r < m.ranks.size(); ++r)
+    FS_CHECK(m.ranks[r].rank == static_cast<int>(r) && m.ranks[r].shard.size() == layout.size() &&
+                 m.ranks[r].slice.size() == layout.size() && m.ranks[r].file == rank_file_name(static_cast<int>(r)),
+             meta_path, ": rank entry ", r, " is inconsistent");
+}
+
+}  // namespace
+
 CheckpointMeta load_checkpoint_meta(const std::string& dir, const model::ModelConfig& model, bool verify_all_files,
                                     int verify_rank) {
   const std::string meta_path = (fs::path(dir) / "meta.json").string();
@@ -138,76 +219,8 @@ CheckpointMeta load_checkpoint_meta(const std::string& dir, const model::ModelCo
   CheckpointMeta m;
   m.dir = dir;
   try {
-    FS_CHECK(j.at("format") == kFormat && j.at("version") == kVersion, meta_path, ": not a ", kFormat, " v", kVersion,
-             " file");
-    m.step = j.at("step");
-    const auto& t = j.at("topology");
-    try {
-      // Checkpoints before groups of different sizes record only equal groups: world / group_size of them.
-      m.layout = t.contains("groups")
-                     ? comm::Layout(t.at("groups").get<std::vector<int>>(), t.at("shard_size"))
-                     : comm::Layout::uniform(t.at("world"), t.at("group_size"), t.at("shard_size"));
-    } catch (const Error& e) {
-      throw Error(cat(meta_path, ": impossible topology (", e.what(), ")"));
-    }
-    m.strategy = t.at("strategy");
-    m.optimizer_steps = j.at("optimizer").at("steps");
-    if (j.contains("tokens")) {
-      m.tokens = j.at("tokens");
-    } else {  // checkpoints before this field: a constant world of the checkpoint's layout
-      const auto& data = j.at("config").at("data");
-      m.tokens = m.step * m.layout.world() * data.at("batch_size").get<int64_t>() * data.at("seq_len").get<int64_t>();
-    }
-    m.outer = j.at("federation").value("outer", "");
-    m.syncs = j.at("federation").value("syncs", 0);
-    m.steps_since_sync = j.at("federation").value("steps_since_sync", 0);
-    m.round_in_flight = j.at("federation").value("round_in_flight", std::vector<size_t>{});
-    m.group_steps = j.at("federation").value("group_steps", std::vector<int64_t>{});
-    m.pending_rounds = j.at("federation").value("pending_rounds", std::vector<bool>{});
-    m.tokenizer = j.value("tokenizer", "");
-    for (int g = 0; g < m.layout.groups(); ++g) m.group_ids.push_back(g);
-    if (j.at("federation").contains("group_ids")) {
-      m.group_ids = j.at("federation").at("group_ids").get<std::vector<int>>();
-      FS_CHECK(static_cast<int>(m.group_ids.size()) == m.layout.groups(), meta_path, ": ", m.group_ids.size(),
-               " group ids for ", m.layout.groups(), " groups");
-    }
-    m.config = j.at("config");
-    for (const auto& u : j.at("units")) m.padded.push_back(u.at("padded_numel"));
-    for (const auto& r : j.at("ranks")) {
-      CheckpointRank cr;
-      cr.rank = r.at("rank");
-      cr.group = r.at("group");
-      cr.position = r.at("position");
-      cr.file = r.at("file");
-      const auto sum = parse_hex64(r.at("checksum").get<std::string>());
-      FS_CHECK(sum.has_value(), meta_path, ": rank ", cr.rank, " has a malformed checksum");
-      cr.checksum = *sum;
-      cr.shard = r.at("shard").get<std::vector<std::pair<int64_t, int64_t>>>();
-      cr.slice = r.at("slice").get<std::vector<std::pair<int64_t, int64_t>>>();
-      m.ranks.push_back(cr);
-    }
-    // The architecture must be the one being trained.
-    const auto want = model_json(model);
-    for (const auto& [k, v] : want.items())
-      // ffn_hidden is absent from checkpoints written before HF configs could set it.
-      FS_CHECK(j.at("model").value(k, k == "ffn_hidden" ? nlohmann::json(0) : nlohmann::json()) == v, meta_path, ": checkpoint model has ", k, " = ", j.at("model").at(k).dump(),
-               ", the configured model has ", v.dump());
-    // And its layout the one this model produces.
-    const auto layout = unit_layout(model);
-    const auto& units = j.at("units");
-    FS_CHECK(units.size() == layout.size(), meta_path, ": ", units.size(), " units, the model has ", layout.size());
-    for (size_t u = 0; u < layout.size(); ++u) {
-      FS_CHECK(units[u].at("numel") == layout[u].numel, meta_path, ": unit ", u, " has ", units[u].at("numel").dump(),
-               " parameters, the model's has ", layout[u].numel);
-      FS_CHECK(m.padded[u] >= layout[u].numel && m.padded[u] % m.layout.pad_multiple() == 0, meta_path, ": unit ", u,
-               " padding does not fit the topology");
-    }
-    FS_CHECK(static_cast<int>(m.ranks.size()) == m.layout.world(), meta_path, ": lists ", m.ranks.size(),
-             " rank files for ", m.layout.world(), " ranks");
-    for (size_t r = 0; r < m.ranks.size(); ++r)
-      FS_CHECK(m.ranks[r].rank == static_cast<int>(r) && m.ranks[r].shard.size() == layout.size() &&
-                   m.ranks[r].slice.size() == layout.size() && m.ranks[r].file == rank_file_name(static_cast<int>(r)),
-               meta_path, ": rank entry ", r, " is inconsistent");
+    read_meta_fields(j, meta_path, m);
+    check_meta_model(j, meta_path, model, m);
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
@@ -227,67 +240,140 @@ bool same_layout(const CheckpointMeta& meta, const comm::Layout& layout, const s
   return meta.layout == layout && meta.strategy == strategy;
 }
 
+namespace {
+
+// Collective over `world`: every rank gets root's error flag (a control scalar where the communicators work).
+bool any_failed_at(comm::Communicator& world, bool failed, int root, const at::TensorOptions& on_device) {
+  auto status = at::full({1}, failed ? 1L : 0L, on_device);
+  world.broadcast(status, root, comm::Traffic::Control)->wait();
+  return status.to(at::kCPU).item<int64_t>() != 0;
+}
+
+// Step 1: rank 0 makes an empty temporary directory.
+std::string make_temporary_dir(const fs::path& root, const fs::path& tmp) {
+  try {
+    std::error_code ec;
+    fs::create_directories(root, ec);
+    FS_CHECK(!ec, "cannot create ", root.string(), ": ", ec.message());
+    fs::remove_all(tmp, ec);
+    fs::create_directory(tmp, ec);
+    FS_CHECK(!ec, "cannot create ", tmp.string(), ": ", ec.message());
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Step 2: this rank's file (train/engine.h, rank_state), with the schedule's counters, the optimizer's step counts
+// and the RNG; returns its checksum. A round in flight is waited for and saved with its outcome: it is applied
+// after the resume where it would have been without the checkpoint.
+uint64_t write_rank_file(const fs::path& file, const TrainingState& state, parallel::ShardedModel& sharded,
+                         optim::Optimizer& inner, federation::Aggregator* agg, const Faults& faults) {
+  if (agg) agg->settle();
+  std::vector<std::pair<std::string, at::Tensor>> tensors;
+  for (const auto& s : rank_state(sharded, inner, agg))
+    tensors.emplace_back(unit_key(s.unit, s.key), s.tensor.detach().to(at::kCPU).contiguous());
+  const auto& slice_steps = inner.slice_steps();
+  tensors.emplace_back("schedule", at::tensor({static_cast<double>(state.steps_since_sync), state.round_time}, at::kDouble));
+  tensors.emplace_back("opt.slice_steps", at::tensor(std::vector<int64_t>(slice_steps.begin(), slice_steps.end()), at::kLong));
+  tensors.emplace_back("rng.cpu", at::detail::getDefaultCPUGenerator().get_state());
+  const uint64_t checksum = write_safetensors(file.string(), tensors, {{"step", std::to_string(state.step)}});
+  faults.at(FaultPoint::Checkpoint, state.step);
+  return checksum;
+}
+
+nlohmann::json meta_json(const TrainingState& state, const nlohmann::json& config, const model::ModelConfig& model,
+                         const comm::Layout& layout, parallel::ShardedModel& sharded, optim::Optimizer& inner,
+                         federation::Aggregator* agg, const at::Tensor& checksums) {
+  nlohmann::json meta = {{"format", kFormat}, {"version", kVersion}, {"step", state.step},
+                         {"tokens", state.tokens}, {"config", config},
+                         {"model", model_json(model)}, {"tokenizer", state.tokenizer}};
+  meta["topology"] = {{"world", layout.world()},
+                      {"groups", layout.group_sizes()},
+                      {"shard_size", layout.shard_spec()},
+                      {"strategy", config["resolved"]["strategy"]}};
+  meta["optimizer"] = {{"name", config["optim"]["name"]}, {"steps", inner.steps()}};
+  meta["federation"] = agg ? nlohmann::json{{"outer", config["federation"]["outer_optimizer"]},
+                                            {"syncs", state.syncs},
+                                            {"group_ids", state.group_ids},
+                                            {"steps_since_sync", state.steps_since_sync},
+                                            {"round_in_flight", agg->round_units()},
+                                            {"group_steps", state.group_steps},
+                                            {"pending_rounds", state.pending_rounds}}
+                           : nlohmann::json::object();
+  const auto units = unit_layout(model);
+  for (size_t u = 0; u < units.size(); ++u) {
+    nlohmann::json entries = nlohmann::json::array();
+    for (const auto& e : units[u].entries)
+      entries.push_back({{"name", e.name}, {"shape", e.shape}, {"offset", e.offset}, {"numel", e.numel}});
+    meta["units"].push_back({{"numel", units[u].numel},
+                             {"padded_numel", sharded.units()[u]->flat().padded_numel()},
+                             {"entries", entries}});
+  }
+  for (int r = 0; r < layout.world(); ++r) {
+    nlohmann::json shard = nlohmann::json::array(), slice = nlohmann::json::array();
+    for (const auto& u : sharded.units()) {
+      const int64_t padded = u->flat().padded_numel();
+      shard.push_back(layout.shard_range(padded, r));
+      slice.push_back(layout.slice_range(padded, r));
+    }
+    const auto c = layout.coords(r);
+    meta["ranks"].push_back({{"rank", r},
+                             {"group", c.group},
+                             {"position", c.position},
+                             {"file", rank_file_name(r)},
+                             {"checksum", hex64(static_cast<uint64_t>(checksums[2 * r].item<int64_t>()))},
+                             {"shard", shard},
+                             {"slice", slice}});
+  }
+  return meta;
+}
+
+// Step 4: rank 0 publishes: meta.json, the directory renamed into place, `latest`, the oldest pruned.
+void publish(const fs::path& root, const fs::path& tmp, const std::string& name, int keep, const nlohmann::json& meta) {
+  write_file_atomically((tmp / "meta.json").string(), meta.dump(1) + "\n");
+  const fs::path final_dir = root / name;
+  std::error_code ec;
+  // A checkpoint of this step already there (written again after a lost group) is swapped out whole.
+  replace_dir(tmp.string(), final_dir.string());
+  sync_dir(root.string());
+  write_file_atomically((root / "latest").string(), name + "\n");
+  // Keep the newest `keep` complete checkpoints.
+  std::vector<std::string> steps;
+  for (const auto& e : fs::directory_iterator(root))
+    if (e.is_directory() && e.path().filename().string().rfind("step-", 0) == 0)
+      steps.push_back(e.path().filename().string());
+  std::sort(steps.begin(), steps.end());
+  for (size_t i = 0; i + static_cast<size_t>(keep) < steps.size(); ++i)
+    if (steps[i] != name) fs::remove_all(root / steps[i], ec);
+}
+
+}  // namespace
+
 void save_checkpoint(const std::string& run_dir, int keep, const TrainingState& state, const nlohmann::json& config,
                      const model::ModelConfig& model, comm::Topology& topo, parallel::ShardedModel& sharded,
-                     optim::Optimizer& inner, federation::Aggregator* agg) {
+                     optim::Optimizer& inner, federation::Aggregator* agg, const Faults& faults) {
   at::NoGradGuard no_grad;
   auto& world = topo.world();
   const int rank = topo.world_rank();
-  const auto& layout = topo.layout();
   const fs::path root = fs::path(run_dir) / "checkpoints";
   const std::string name = step_dir_name(state.step);
   const fs::path tmp = root / (".tmp-" + name);
-
-  // 1. Rank 0 prepares an empty temporary directory; any failure is shared before anyone writes.
-  std::string error;
-  if (rank == 0) {
-    try {
-      std::error_code ec;
-      fs::create_directories(root, ec);
-      FS_CHECK(!ec, "cannot create ", root.string(), ": ", ec.message());
-      fs::remove_all(tmp, ec);
-      fs::create_directory(tmp, ec);
-      FS_CHECK(!ec, "cannot create ", tmp.string(), ": ", ec.message());
-    } catch (const Error& e) {
-      error = e.what();
-    }
-  }
   // Control scalars live where the communicators work (the GPU under NCCL).
   const auto on_device = at::TensorOptions().dtype(at::kLong).device(sharded.options().device);
-  auto status = at::full({1}, error.empty() ? 0L : 1L, on_device);
-  world.broadcast(status, 0, comm::Traffic::Control)->wait();
-  status = status.to(at::kCPU);
 
+  // 1. Rank 0 prepares an empty temporary directory; any failure is shared before anyone writes.
+  std::string error = rank == 0 ? make_temporary_dir(root, tmp) : "";
+  const bool not_made = any_failed_at(world, !error.empty(), 0, on_device);
   // 2. Every rank writes its own file.
   uint64_t checksum = 0;
-  if (status.item<int64_t>() == 0) {
+  if (!not_made) {
     try {
-      std::vector<std::pair<std::string, at::Tensor>> tensors;
-      const auto& units = sharded.units();
-      // A round in flight is waited for and saved with its outcome; it is applied after the resume where it
-      // would have been without the checkpoint.
-      if (agg) agg->settle();
-      const auto fed = agg ? agg->state() : std::vector<std::map<std::string, at::Tensor>>{};
-      for (size_t u = 0; u < units.size(); ++u) {
-        auto host = [](const at::Tensor& t) { return t.detach().to(at::kCPU).contiguous(); };
-        tensors.emplace_back(unit_key(u, "param"), host(units[u]->flat().shard()));
-        for (const auto& [k, t] : inner.state()[u]) tensors.emplace_back(unit_key(u, "opt." + k), host(t));
-        if (agg) {
-          for (const auto& [k, t] : agg->outer().state()[u]) tensors.emplace_back(unit_key(u, "outer." + k), host(t));
-          for (const auto& [k, t] : fed[u]) tensors.emplace_back(unit_key(u, "fed." + k), host(t));
-        }
-      }
-      const auto& slice_steps = inner.slice_steps();
-      tensors.emplace_back("schedule", at::tensor({static_cast<double>(state.steps_since_sync), state.round_time}, at::kDouble));
-      tensors.emplace_back("opt.slice_steps", at::tensor(std::vector<int64_t>(slice_steps.begin(), slice_steps.end()), at::kLong));
-      tensors.emplace_back("rng.cpu", at::detail::getDefaultCPUGenerator().get_state());
-      checksum = write_safetensors((tmp / rank_file_name(rank)).string(), tensors, {{"step", std::to_string(state.step)}});
-      maybe_inject_fault(FaultPoint::Checkpoint, state.step);
+      checksum = write_rank_file(tmp / rank_file_name(rank), state, sharded, inner, agg, faults);
     } catch (const Error& e) {
       error = e.what();
     }
   }
-
   // 3. Everyone learns every rank's checksum and status.
   auto mine = at::tensor({static_cast<int64_t>(checksum), error.empty() ? 0L : 1L}, at::kLong).to(on_device);
   auto all = at::empty({2 * world.size()}, on_device);
@@ -296,67 +382,11 @@ void save_checkpoint(const std::string& run_dir, int keep, const TrainingState& 
   int first_failed = -1;
   for (int r = 0; r < world.size() && first_failed < 0; ++r)
     if (all[2 * r + 1].item<int64_t>() != 0) first_failed = r;
-  if (status.item<int64_t>() != 0) first_failed = 0;
-
-  // 4. Rank 0 publishes: meta.json, rename into place, `latest`, pruning.
+  if (not_made) first_failed = 0;
+  // 4. Rank 0 publishes.
   if (first_failed < 0 && rank == 0) {
     try {
-      nlohmann::json meta = {{"format", kFormat}, {"version", kVersion}, {"step", state.step},
-                             {"tokens", state.tokens}, {"config", config},
-                             {"model", model_json(model)}, {"tokenizer", state.tokenizer}};
-      meta["topology"] = {{"world", layout.world()},
-                          {"groups", layout.group_sizes()},
-                          {"shard_size", layout.shard_spec()},
-                          {"strategy", config["resolved"]["strategy"]}};
-      meta["optimizer"] = {{"name", config["optim"]["name"]}, {"steps", inner.steps()}};
-      meta["federation"] = agg ? nlohmann::json{{"outer", config["federation"]["outer_optimizer"]},
-                                                {"syncs", state.syncs},
-                                                {"group_ids", state.group_ids},
-                                                {"steps_since_sync", state.steps_since_sync},
-                                                {"round_in_flight", agg->round_units()},
-                                                {"group_steps", state.group_steps},
-                                                {"pending_rounds", state.pending_rounds}}
-                               : nlohmann::json::object();
-      const auto units = unit_layout(model);
-      for (size_t u = 0; u < units.size(); ++u) {
-        nlohmann::json entries = nlohmann::json::array();
-        for (const auto& e : units[u].entries)
-          entries.push_back({{"name", e.name}, {"shape", e.shape}, {"offset", e.offset}, {"numel", e.numel}});
-        meta["units"].push_back({{"numel", units[u].numel},
-                                 {"padded_numel", sharded.units()[u]->flat().padded_numel()},
-                                 {"entries", entries}});
-      }
-      for (int r = 0; r < world.size(); ++r) {
-        nlohmann::json shard = nlohmann::json::array(), slice = nlohmann::json::array();
-        for (const auto& u : sharded.units()) {
-          const int64_t padded = u->flat().padded_numel();
-          shard.push_back(layout.shard_range(padded, r));
-          slice.push_back(layout.slice_range(padded, r));
-        }
-        const auto c = layout.coords(r);
-        meta["ranks"].push_back({{"rank", r},
-                                 {"group", c.group},
-                                 {"position", c.position},
-                                 {"file", rank_file_name(r)},
-                                 {"checksum", hex64(static_cast<uint64_t>(all[2 * r].item<int64_t>()))},
-                                 {"shard", shard},
-                                 {"slice", slice}});
-      }
-      write_file_atomically((tmp / "meta.json").string(), meta.dump(1) + "\n");
-      const fs::path final_dir = root / name;
-      std::error_code ec;
-      // A checkpoint of this step already there (written again after a lost group) is swapped out whole.
-      replace_dir(tmp.string(), final_dir.string());
-      sync_dir(root.string());
-      write_file_atomically((root / "latest").string(), name + "\n");
-      // Keep the newest `keep` complete checkpoints.
-      std::vector<std::string> steps;
-      for (const auto& e : fs::directory_iterator(root))
-        if (e.is_directory() && e.path().filename().string().rfind("step-", 0) == 0)
-          steps.push_back(e.path().filename().string());
-      std::sort(steps.begin(), steps.end());
-      for (size_t i = 0; i + static_cast<size_t>(keep) < steps.size(); ++i)
-        if (steps[i] != name) fs::remove_all(root / steps[i], ec);
+      publish(root, tmp, name, keep, meta_json(state, config, model, topo.layout(), sharded, inner, agg, all));
     } catch (const Error& e) {
       error = e.what();
       first_failed = 0;
@@ -437,27 +467,25 @@ void cut(const at::Tensor& old_full, int64_t numel, int64_t begin, at::Tensor ds
   if (hi > begin) dst.narrow(0, 0, hi - begin).copy_(old_full.narrow(0, begin, hi - begin));
 }
 
-// The aggregator's own state of unit u (federation/aggregator.h). read(key) gives this rank's slice of tensor
-// `key` or an undefined tensor where the checkpoint has none (written without overlap or compression): then
-// residuals stay zero and the last global slice is the outer optimizer's, else the model's (the resume
-// contract, train/resume_contract.h, refuses the resumes where the model is not the global one).
-template <typename Read>
-void restore_federation_state(federation::Aggregator& agg, size_t u, Read read, parallel::FlatParam& flat,
-                              const comm::Topology& topo) {
-  const auto state = agg.state();
-  for (const auto& [name, t] : state[u]) {
-    auto value = read("fed." + name);
-    if (!value.defined() && name == "global") {
-      const auto& outer = agg.outer().state()[u];
-      const auto [a, b] = topo.layout().slice_range(flat.padded_numel(), topo.world_rank());
-      value = outer.count("global") ? outer.at("global") : flat.shard().detach().narrow(0, a - flat.shard_offset(), b - a);
-    }
-    if (!value.defined() && (name == "residual" || name == "mean_residual")) continue;
-    // Checkpoints before round_scale was saved: only inner_state = average reads it.
-    if (!value.defined() && name == "round_scale" && agg.options().inner_state != "average") continue;
-    FS_CHECK(value.defined(), "checkpoint has a federation round in flight without its '", name, "' of unit ", u);
-    agg.restore_state(u, name, value);
-  }
+// A state tensor the checkpoint does not hold (written without overlap, compression or an outer optimizer that
+// this run has): its value, or an undefined tensor to leave it as the new engine made it (zero). The last global
+// slice is the outer optimizer's, else the model's (the resume contract, train/resume_contract.h, refuses the
+// resumes where the model is not the global one); residuals stay zero.
+at::Tensor missing_state(const StateTensor& s, const SafetensorsFile& f, const comm::Topology& topo,
+                         parallel::FlatParam& flat, federation::Aggregator& agg) {
+  const auto [a, b] = topo.layout().slice_range(flat.padded_numel(), topo.world_rank());
+  const auto model_slice = [&, a = a, b = b] { return flat.shard().detach().narrow(0, a - flat.shard_offset(), b - a); };
+  const auto& outer = agg.outer().state()[s.unit];
+  // An outer optimizer the checkpoint did not have (FedAvg to Nesterov, which the resume contract allows where the
+  // last global model is known): its global slice is that model, its momentum zero.
+  if (s.key == "outer.global")
+    return f.contains(unit_key(s.unit, "fed.global")) ? f.tensor(unit_key(s.unit, "fed.global")) : model_slice();
+  if (s.key.rfind("outer.", 0) == 0) return at::zeros_like(s.tensor);
+  if (s.key == "fed.global") return outer.count("global") ? outer.at("global") : model_slice();
+  if (s.key == "fed.residual" || s.key == "fed.mean_residual") return at::Tensor();
+  // Checkpoints before round_scale was saved: only inner_state = average reads it.
+  if (s.key == "fed.round_scale" && agg.options().inner_state != "average") return at::Tensor();
+  throw Error(cat("checkpoint has a federation round in flight without its '", s.key.substr(4), "' of unit ", s.unit));
 }
 
 // The round schedule's counters as `rank` saved them (checkpoints before they were saved per rank: meta's).
@@ -487,6 +515,147 @@ int first_rank_of(const CheckpointMeta& m, int group) {
   throw Error(cat(m.dir, ": no rank of group ", group));
 }
 
+
+// The same layout: every rank restores exactly its own state from its own file.
+void restore_own_file(RankFiles& files, const CheckpointMeta& meta, comm::Topology& topo,
+                      parallel::ShardedModel& sharded, optim::Optimizer& inner, federation::Aggregator* agg,
+                      TrainingState& st) {
+  const int rank = topo.world_rank();
+  const auto& f = files.get(rank);
+  if (agg) agg->restore_round(meta.round_in_flight);
+  for (const auto& s : rank_state(sharded, inner, agg)) {
+    const auto key = unit_key(s.unit, s.key);
+    // The model and the inner optimizer's state are always there (f.tensor names the file and key if not).
+    if (f.contains(key) || s.key == "param" || s.key.rfind("opt.", 0) == 0) {
+      set_state(s, f.tensor(key), agg);
+      continue;
+    }
+    const auto value = missing_state(s, f, topo, sharded.units()[s.unit]->flat(), *agg);
+    if (value.defined()) set_state(s, value, agg);
+  }
+  inner.set_slice_steps(saved_slice_steps(files, meta, rank, sharded.units().size()));
+  // The default generator is shared process state: ATen hands out a const handle to it.
+  auto gen = at::detail::getDefaultCPUGenerator();
+  gen.set_state(f.tensor("rng.cpu"));
+  restore_schedule(files, meta, rank, st);
+  const auto g = static_cast<size_t>(topo.coords().group);
+  if (!meta.group_steps.empty()) st.step = meta.group_steps.at(g);
+  st.pending_round = !meta.pending_rounds.empty() && meta.pending_rounds.at(g);
+}
+
+// Another layout: each unit of the checkpoint reassembled (one group's, or the groups' mean) and this rank's
+// shard and slice cut out of it (restore_checkpoint in checkpoint.h says what is taken from where).
+class Reslice {
+ public:
+  Reslice(RankFiles& files, const CheckpointMeta& meta, comm::Topology& topo, parallel::ShardedModel& sharded,
+          federation::Aggregator* agg, const std::vector<int>& continues)
+      : files_(files), m_(meta), topo_(topo), sharded_(sharded), agg_(agg), layout_(unit_layout(sharded.config())),
+        own_(continues.empty() ? -1 : continues.at(topo.coords().group)), source_(std::max(own_, 0)),
+        in_round_(meta.round_in_flight.begin(), meta.round_in_flight.end()),
+        inner_state_(agg ? agg->options().inner_state : meta.config.at("federation").value("inner_state", "keep")) {}
+
+  int own() const { return own_; }
+  int source() const { return source_; }
+  // Units whose inner state the round in flight resets (federation.inner_state = reset).
+  std::vector<size_t> reset_units() const {
+    std::vector<size_t> out;
+    for (size_t u : in_round_)
+      if (inner_state_ == "reset") out.push_back(u);
+    return out;
+  }
+
+  // This rank's new value of s, or undefined to leave it (zero; a merge starts without residuals: its model is the
+  // global one, nothing is left unsent).
+  at::Tensor value(const StateTensor& s) {
+    const size_t u = s.unit;
+    auto& flat = sharded_.units()[u]->flat();
+    if (s.key == "param") {
+      const auto p = own_ < 0 ? weighted([&](int g) { return group_param(u, g); }, size_share()) : group_param(u, own_);
+      return cut(p, u, flat.shard_offset(), s.tensor);
+    }
+    if (s.key.rfind("opt.", 0) == 0) return cut(inner_moment(u, s.key), u, flat.shard_offset(), s.tensor);
+    const auto [begin, end] = topo_.layout().slice_range(flat.padded_numel(), topo_.world_rank());
+    if (s.key.rfind("outer.", 0) == 0) {
+      auto old = assemble(files_, m_, u, s.key, source_, true);
+      if (s.key == "outer.global" && (own_ < 0 || !old.defined())) return my_slice(flat, begin, end);  // a merge
+      return cut(old, u, begin, s.tensor);
+    }
+    if (s.key == "fed.global") {
+      // A merged model is the new global one; a continuing group keeps the last (the round's, if applied).
+      auto old = own_ < 0 ? at::Tensor()
+                          : assemble(files_, m_, u, in_round_.count(u) ? "fed.round_global" : "fed.global", source_, true);
+      if (old.defined()) return cut(old, u, begin, at::empty({end - begin}, old.options()));
+      const auto& outer = agg_->outer().state()[u];
+      return own_ >= 0 && outer.count("global") ? outer.at("global").clone() : my_slice(flat, begin, end);
+    }
+    if (own_ >= 0 && s.key == "fed.residual") {
+      auto old = assemble(files_, m_, u, "fed.residual", own_, true);
+      return old.defined() ? cut(old, u, begin, at::empty({end - begin}, old.options())) : old;
+    }
+    if (own_ >= 0 && s.key == "fed.mean_residual") {
+      // Each chunk's residual is held by its owner in one group: their sum is the whole field.
+      auto old = weighted([&](int g) { return assemble(files_, m_, u, "fed.mean_residual", g, true); },
+                          [](int) { return 1.0; });
+      return old.defined() ? agg_->owned_part(u, cut(old, u, begin, at::empty({end - begin}, old.options()))) : old;
+    }
+    return at::Tensor();
+  }
+
+ private:
+  // A checkpoint group's parameters with the round in flight applied: global + (own - slice at begin).
+  at::Tensor group_param(size_t u, int g) {
+    auto p = assemble(files_, m_, u, "param", g, false);
+    if (in_round_.count(u))
+      p = p + assemble(files_, m_, u, "fed.round_global", g, true) - assemble(files_, m_, u, "fed.round_sent", g, true);
+    return p;
+  }
+  // An inner optimizer moment: the own group's, or averaged as the round in flight's inner_state would (a merge
+  // averages anyway).
+  at::Tensor inner_moment(size_t u, const std::string& key) {
+    const bool average = own_ < 0 || (in_round_.count(u) && inner_state_ == "average");
+    if (!average) return assemble(files_, m_, u, key, own_, false);
+    const auto of_group = [&](int g) { return assemble(files_, m_, u, key, g, false); };
+    if (own_ < 0) return weighted(of_group, size_share());
+    return weighted(of_group, [this, u](int g) {
+      return files_.get(first_rank_of(m_, g)).tensor(unit_key(u, "fed.round_scale")).to(at::kDouble).item<double>();
+    });
+  }
+  at::Tensor weighted(const std::function<at::Tensor(int)>& of_group, const std::function<double(int)>& weight) {
+    at::Tensor sum;
+    for (int g = 0; g < m_.layout.groups(); ++g) {
+      auto t = of_group(g);
+      if (!t.defined()) return t;
+      t = t * weight(g);
+      sum = sum.defined() ? sum + t : t;
+    }
+    return sum;
+  }
+  std::function<double(int)> size_share() const {
+    return [this](int g) { return static_cast<double>(m_.layout.group_size(g)) / m_.layout.world(); };
+  }
+  // The unpadded prefix of an old padded flat, from `begin` of the new padding, into dst (zero where none);
+  // undefined where the checkpoint has none.
+  at::Tensor cut(const at::Tensor& old, size_t u, int64_t begin, at::Tensor dst) const {
+    if (!old.defined()) return old;
+    auto out = at::empty_like(dst);
+    fedshard::train::cut(old, layout_[u].numel, begin, out);
+    return out;
+  }
+  static at::Tensor my_slice(parallel::FlatParam& flat, int64_t begin, int64_t end) {
+    return flat.shard().detach().narrow(0, begin - flat.shard_offset(), end - begin).clone();
+  }
+
+  RankFiles& files_;
+  const CheckpointMeta& m_;
+  comm::Topology& topo_;
+  parallel::ShardedModel& sharded_;
+  federation::Aggregator* agg_;
+  std::vector<UnitLayout> layout_;
+  int own_, source_;  // the checkpoint group this one continues (-1: a merge); whose outer state it takes
+  std::set<size_t> in_round_;
+  std::string inner_state_;
+};
+
 }  // namespace
 
 TrainingState restore_checkpoint(const CheckpointMeta& meta, comm::Topology& topo, const std::string& strategy,
@@ -494,156 +663,27 @@ TrainingState restore_checkpoint(const CheckpointMeta& meta, comm::Topology& top
                                  const std::vector<int>& continues) {
   at::NoGradGuard no_grad;
   RankFiles files(meta);
-  const auto& units = sharded.units();
-  const int rank = topo.world_rank();
   TrainingState st;
   st.step = meta.step;
   st.tokens = meta.tokens;
   st.syncs = meta.syncs;
   inner.set_steps(meta.optimizer_steps);
-
   if (same_layout(meta, topo.layout(), strategy)) {
-    const auto& f = files.get(rank);
-    for (size_t u = 0; u < units.size(); ++u) {
-      units[u]->flat().shard().detach().copy_(f.tensor(unit_key(u, "param")));
-      for (auto& [k, t] : inner.state()[u]) t.copy_(f.tensor(unit_key(u, "opt." + k)));
-      if (agg) {
-        // An outer optimizer the checkpoint did not have (FedAvg to Nesterov, which the resume contract allows
-        // where the last global model is known): its global slice is that model, its momentum zero.
-        auto& flat = units[u]->flat();
-        const auto [a, b] = topo.layout().slice_range(flat.padded_numel(), rank);
-        for (auto& [k, t] : agg->outer().state()[u]) {
-          if (f.contains(unit_key(u, "outer." + k)))
-            t.copy_(f.tensor(unit_key(u, "outer." + k)));
-          else if (k == "global")
-            t.copy_(f.contains(unit_key(u, "fed.global")) ? f.tensor(unit_key(u, "fed.global"))
-                                                          : flat.shard().detach().narrow(0, a - flat.shard_offset(), b - a));
-          else
-            t.zero_();
-        }
-        if (u == 0) agg->restore_round(meta.round_in_flight);
-        restore_federation_state(*agg, u, [&](const std::string& key) {
-          return f.contains(unit_key(u, key)) ? f.tensor(unit_key(u, key)) : at::Tensor();
-        }, units[u]->flat(), topo);
-      }
-    }
-    inner.set_slice_steps(saved_slice_steps(files, meta, rank, units.size()));
-    // The default generator is shared process state: ATen hands out a const handle to it.
-    auto gen = at::detail::getDefaultCPUGenerator();
-    gen.set_state(f.tensor("rng.cpu"));
-    restore_schedule(files, meta, rank, st);
-    const auto g = static_cast<size_t>(topo.coords().group);
-    if (!meta.group_steps.empty()) st.step = meta.group_steps.at(g);
-    st.pending_round = !meta.pending_rounds.empty() && meta.pending_rounds.at(g);
+    restore_own_file(files, meta, topo, sharded, inner, agg, st);
     return st;
   }
-
-  // Re-slice: reassemble each unit (this group's own, or the groups' mean), then cut this rank's shard and
-  // slice out of it.
-  const auto layout = unit_layout(sharded.config());
-  const auto& l = topo.layout();
-  const int own = continues.empty() ? -1 : continues.at(topo.coords().group);
-  const int source = std::max(own, 0);  // the group whose outer state and residuals are taken
-  const std::set<size_t> in_round(meta.round_in_flight.begin(), meta.round_in_flight.end());
-  const std::string inner_state = meta.config.at("federation").value("inner_state", "keep");
-  const std::string new_inner_state = agg ? agg->options().inner_state : inner_state;
-  // A checkpoint group's parameters with the round in flight applied: global + (own - slice at begin).
-  auto group_param = [&](size_t u, int g) {
-    auto p = assemble(files, meta, u, "param", g, false);
-    if (in_round.count(u))
-      p = p + assemble(files, meta, u, "fed.round_global", g, true) - assemble(files, meta, u, "fed.round_sent", g, true);
-    return p;
-  };
-  auto weighted = [&](const std::function<at::Tensor(int)>& of_group, const std::function<double(int)>& weight) {
-    at::Tensor sum;
-    for (int g = 0; g < meta.layout.groups(); ++g) {
-      auto t = of_group(g);
-      if (!t.defined()) return t;
-      t = t * weight(g);
-      sum = sum.defined() ? sum + t : t;
-    }
-    return sum;
-  };
-  auto size_share = [&](int g) { return static_cast<double>(meta.layout.group_size(g)) / meta.layout.world(); };
-  auto round_scale = [&](size_t u) {
-    return [&, u](int g) {
-      return files.get(first_rank_of(meta, g)).tensor(unit_key(u, "fed.round_scale")).to(at::kDouble).item<double>();
-    };
-  };
-  std::vector<size_t> reset_units;
-  for (size_t u = 0; u < units.size(); ++u) {
-    auto& flat = units[u]->flat();
-    const int64_t numel = layout[u].numel;
-    const auto param = own < 0 ? weighted([&](int g) { return group_param(u, g); }, size_share) : group_param(u, own);
-    cut(param, numel, flat.shard_offset(), flat.shard().detach());
-    // The round in flight's inner-state policy, as finish() would have applied it (a merge averages anyway).
-    const bool average_moments = own < 0 || (in_round.count(u) && new_inner_state == "average");
-    if (in_round.count(u) && new_inner_state == "reset") reset_units.push_back(u);
-    for (auto& [name, t] : inner.state()[u]) {
-      const std::string key = "opt." + name;  // a structured binding cannot be captured (C++17)
-      at::Tensor old;
-      if (!average_moments)
-        old = assemble(files, meta, u, key, own, false);
-      else if (own < 0)
-        old = weighted([&](int g) { return assemble(files, meta, u, key, g, false); }, size_share);
-      else
-        old = weighted([&](int g) { return assemble(files, meta, u, key, g, false); }, round_scale(u));
-      if (old.defined())
-        cut(old, numel, flat.shard_offset(), t);
-      else
-        t.zero_();
-    }
-    if (!agg) continue;
-    const auto [begin, end] = l.slice_range(flat.padded_numel(), rank);
-    const auto my_slice = [&, begin = begin, end = end]() {
-      return flat.shard().detach().narrow(0, begin - flat.shard_offset(), end - begin).clone();
-    };
-    for (auto& [k, t] : agg->outer().state()[u]) {
-      auto old = assemble(files, meta, u, "outer." + k, source, true);
-      if (k == "global" && (own < 0 || !old.defined()))  // a merge (or a run without federation before)
-        t.copy_(my_slice());
-      else if (old.defined())
-        cut(old, numel, begin, t);
-      else
-        t.zero_();
-    }
-    if (u == 0) agg->restore_round({});
-    const auto state = agg->state();
-    for (const auto& [name, t] : state[u]) {
-      at::Tensor value;
-      if (name == "global") {
-        // A merged model is the new global one; a continuing group keeps the last (the round's, if applied).
-        auto old = own < 0 ? at::Tensor()
-                           : assemble(files, meta, u, in_round.count(u) ? "fed.round_global" : "fed.global", source, true);
-        if (old.defined()) {
-          value = at::empty({end - begin}, old.options());
-          cut(old, numel, begin, value);
-        } else {
-          const auto& outer = agg->outer().state()[u];
-          value = own >= 0 && outer.count("global") ? outer.at("global").clone() : my_slice();
-        }
-      } else if (own >= 0 && name == "residual") {
-        auto old = assemble(files, meta, u, "fed.residual", own, true);
-        if (!old.defined()) continue;
-        value = at::empty({end - begin}, old.options());
-        cut(old, numel, begin, value);
-      } else if (own >= 0 && name == "mean_residual") {
-        // Each chunk's residual is held by its owner in one group: their sum is the whole field.
-        auto old = weighted([&](int g) { return assemble(files, meta, u, "fed.mean_residual", g, true); },
-                            [](int) { return 1.0; });
-        if (!old.defined()) continue;
-        value = at::empty({end - begin}, old.options());
-        cut(old, numel, begin, value);
-        value = agg->owned_part(u, value);
-      } else {
-        continue;  // a merge starts without residuals: its model is the global one, nothing is left unsent
-      }
-      agg->restore_state(u, name, value);
-    }
+  Reslice reslice(files, meta, topo, sharded, agg, continues);
+  if (agg) agg->restore_round({});
+  for (const auto& s : rank_state(sharded, inner, agg)) {
+    const auto value = reslice.value(s);
+    if (value.defined())
+      set_state(s, value, agg);
+    else if (s.key.rfind("fed.", 0) != 0)
+      s.tensor.zero_();
   }
-  const int steps_from = first_rank_of(meta, source);
-  inner.set_slice_steps(saved_slice_steps(files, meta, steps_from, units.size()));
-  inner.reset_state(reset_units);
+  const int own = reslice.own(), steps_from = first_rank_of(meta, reslice.source());
+  inner.set_slice_steps(saved_slice_steps(files, meta, steps_from, sharded.units().size()));
+  inner.reset_state(reslice.reset_units());
   // Groups that continue their own models stay mid-round at their own step; merged ones start a round.
   if (own >= 0) restore_schedule(files, meta, steps_from, st);
   if (own >= 0 && !meta.group_steps.empty()) st.step = meta.group_steps.at(static_cast<size_t>(own));

@@ -17,6 +17,7 @@
 #include "model/config.h"
 #include "parallel/sharded_model.h"
 #include "optim/optimizer.h"
+#include "util/faults.h"
 
 namespace fedshard::train {
 
@@ -87,9 +88,10 @@ struct TrainingState {
 
 // Collective over the world. On a write failure anywhere (full or unwritable disk) every rank throws the
 // same fedshard::Error, reported once; the previous checkpoint is untouched.
+// `faults`: the robustness tests' plan (FaultPoint::Checkpoint strikes between a rank's file and the publication).
 void save_checkpoint(const std::string& run_dir, int keep, const TrainingState& state, const nlohmann::json& config,
                      const model::ModelConfig& model, comm::Topology& topo, parallel::ShardedModel& sharded,
-                     optim::Optimizer& inner, federation::Aggregator* agg);
+                     optim::Optimizer& inner, federation::Aggregator* agg, const Faults& faults = Faults::none());
 
 // Restores this rank's state. Same layout: its own file, exactly. Another layout: a federation round in
 // flight is applied first, to each checkpoint group's parameters by the delayed rule (global + own progress

@@ -24,32 +24,6 @@ at::Tensor decay_mask(parallel::FlatParam& flat, bool decay_all) {
   return flat.slice_of(full).clone();
 }
 
-// This rank's training state in one order (the engine's units; per unit its master shard, inner optimizer
-// state, outer optimizer state and aggregator state by name), and where each tensor comes from.
-struct StateTensors {
-  std::vector<at::Tensor> tensors;
-  // Per tensor: its unit and, for the aggregator's state, its name ("" for the others).
-  std::vector<std::pair<size_t, std::string>> origin;
-};
-StateTensors state_tensors(Engine& e) {
-  StateTensors out;
-  const auto add = [&out](const at::Tensor& t, size_t unit, const std::string& name) {
-    out.tensors.push_back(t);
-    out.origin.emplace_back(unit, name);
-  };
-  const auto& units = e.sharded->units();
-  auto& inner = e.optimizer->state();
-  const auto fed = e.aggregator ? e.aggregator->state() : std::vector<std::map<std::string, at::Tensor>>{};
-  for (size_t u = 0; u < units.size(); ++u) {
-    add(units[u]->flat().shard().detach(), u, "");
-    for (auto& [k, t] : inner[u]) add(t, u, "");
-    if (!e.aggregator) continue;
-    for (auto& [k, t] : e.aggregator->outer().state()[u]) add(t, u, "");
-    for (const auto& [name, t] : fed[u]) add(t, u, name);
-  }
-  return out;
-}
-
 constexpr int kStateTag = 31;
 constexpr int64_t kChunk = int64_t{1} << 28;  // elements per message: an MPI count is an int
 
@@ -93,6 +67,27 @@ at::Tensor step_counts(const optim::Optimizer& o) {
 
 }  // namespace
 
+std::vector<StateTensor> rank_state(parallel::ShardedModel& sharded, optim::Optimizer& inner,
+                                    federation::Aggregator* agg) {
+  std::vector<StateTensor> out;
+  const auto& units = sharded.units();
+  const auto fed = agg ? agg->state() : std::vector<std::map<std::string, at::Tensor>>{};
+  for (size_t u = 0; u < units.size(); ++u) {
+    out.push_back({u, "param", units[u]->flat().shard().detach()});
+    for (auto& [k, t] : inner.state()[u]) out.push_back({u, "opt." + k, t});
+    if (!agg) continue;
+    for (auto& [k, t] : agg->outer().state()[u]) out.push_back({u, "outer." + k, t});
+    for (const auto& [k, t] : fed[u]) out.push_back({u, "fed." + k, t});
+  }
+  return out;
+}
+
+void set_state(const StateTensor& s, const at::Tensor& value, federation::Aggregator* agg) {
+  at::NoGradGuard no_grad;
+  s.tensor.copy_(value);
+  if (s.key.rfind("fed.", 0) == 0) agg->restore_state(s.unit, s.key.substr(4), s.tensor);
+}
+
 Engine parallelize(const EngineSpec& spec) {
   Engine e;
   e.topo = std::make_unique<comm::Topology>(spec.layout, spec.topology, spec.base);
@@ -115,16 +110,14 @@ Engine parallelize(const EngineSpec& spec) {
 
 void hand_over(Engine& from, Engine& to) {
   at::NoGradGuard no_grad;
-  const auto src = state_tensors(from);
-  auto dst = state_tensors(to);
-  FS_CHECK(src.tensors.size() == dst.tensors.size(), "hand_over: ", src.tensors.size(), " state tensors into ",
-           dst.tensors.size(), " (another optimizer?)");
-  for (size_t i = 0; i < src.tensors.size(); ++i) {
-    const auto& [unit, name] = dst.origin[i];
-    FS_CHECK(dst.tensors[i].sizes() == src.tensors[i].sizes(), "hand_over: a state tensor of unit ", unit, " is ",
-             src.tensors[i].sizes(), " here and ", dst.tensors[i].sizes(), " in the new layout");
-    dst.tensors[i].copy_(src.tensors[i]);
-    if (!name.empty()) to.aggregator->restore_state(unit, name, dst.tensors[i]);
+  const auto src = rank_state(*from.sharded, *from.optimizer, from.aggregator.get());
+  const auto dst = rank_state(*to.sharded, *to.optimizer, to.aggregator.get());
+  FS_CHECK(src.size() == dst.size(), "hand_over: ", src.size(), " state tensors into ", dst.size(),
+           " (another optimizer?)");
+  for (size_t i = 0; i < src.size(); ++i) {
+    FS_CHECK(dst[i].tensor.sizes() == src[i].tensor.sizes(), "hand_over: ", dst[i].key, " of unit ", dst[i].unit,
+             " is ", src[i].tensor.sizes(), " here and ", dst[i].tensor.sizes(), " in the new layout");
+    set_state(dst[i], src[i].tensor, to.aggregator.get());
   }
   to.optimizer->set_steps(from.optimizer->steps());
   to.optimizer->set_slice_steps(from.optimizer->slice_steps());
@@ -133,8 +126,8 @@ void hand_over(Engine& from, Engine& to) {
 int64_t state_checksum(Engine& e) {
   at::NoGradGuard no_grad;
   int64_t sum = step_counts(*e.optimizer).sum().item<int64_t>();
-  for (const auto& t : state_tensors(e).tensors)
-    sum += t.contiguous().view(at::kInt).to(at::kLong).sum().item<int64_t>();
+  for (const auto& s : rank_state(*e.sharded, *e.optimizer, e.aggregator.get()))
+    sum += s.tensor.contiguous().view(at::kInt).to(at::kLong).sum().item<int64_t>();
   return sum;
 }
 
@@ -142,7 +135,8 @@ int64_t send_state(Engine& from, MPI_Comm comm, int dest) {
   at::NoGradGuard no_grad;
   FS_CHECK(!from.aggregator || !from.aggregator->in_flight(), "send_state: a federation round is in flight");
   int64_t sent = send_tensor(step_counts(*from.optimizer), comm, dest);
-  for (const auto& t : state_tensors(from).tensors) sent += send_tensor(t, comm, dest);
+  for (const auto& s : rank_state(*from.sharded, *from.optimizer, from.aggregator.get()))
+    sent += send_tensor(s.tensor, comm, dest);
   return sent;
 }
 
@@ -153,11 +147,10 @@ int64_t receive_state(Engine& to, MPI_Comm comm, int source) {
   const auto* c = counts.data_ptr<int64_t>();
   to.optimizer->set_steps(c[0]);
   to.optimizer->set_slice_steps(std::vector<int64_t>(c + 1, c + counts.numel()));
-  auto state = state_tensors(to);
-  for (size_t i = 0; i < state.tensors.size(); ++i) {
-    received += receive_tensor(state.tensors[i], comm, source);
-    const auto& [unit, name] = state.origin[i];
-    if (!name.empty()) to.aggregator->restore_state(unit, name, state.tensors[i]);
+  for (const auto& s : rank_state(*to.sharded, *to.optimizer, to.aggregator.get())) {
+    auto value = at::empty(s.tensor.sizes(), s.tensor.options());
+    received += receive_tensor(value, comm, source);
+    set_state(s, value, to.aggregator.get());
   }
   return received;
 }

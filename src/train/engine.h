@@ -5,6 +5,8 @@
 
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "comm/topology.h"
 #include "federation/aggregator.h"
@@ -39,10 +41,24 @@ struct Engine {
 // Collective over spec.base.
 Engine parallelize(const EngineSpec& spec);
 
-// Copies this rank's training state (its master shards, inner optimizer state and step counts, outer optimizer
-// and aggregator state) from one engine into another whose rank holds the same shards and slices: a group that
-// goes on after other groups were lost keeps its geometry. Local; a round in flight in `from` must have been
-// abandoned (federation::Aggregator::abandon_round).
+// One rank's training state, defined once: checkpoints save and restore it, the hand-over after a lost group
+// copies it, a rejoin sends it and the audit sums it. Per unit, in order: its master shard ("param"), its inner
+// optimizer's state ("opt.NAME"), and under federation its outer optimizer's ("outer.NAME") and its aggregator's
+// ("fed.NAME"; those of a round in flight only once it is settled); the optimizer's step counts beside them
+// (optim::Optimizer::steps and slice_steps).
+struct StateTensor {
+  size_t unit = 0;
+  std::string key;    // its name within the unit, as checkpoints store it (train/checkpoint.h: "uU.KEY")
+  at::Tensor tensor;  // the live tensor; an aggregator's is a view that set_state writes back through
+};
+std::vector<StateTensor> rank_state(parallel::ShardedModel& sharded, optim::Optimizer& inner,
+                                    federation::Aggregator* agg);
+// Writes `value` into state tensor s (the aggregator's own state through Aggregator::restore_state).
+void set_state(const StateTensor& s, const at::Tensor& value, federation::Aggregator* agg);
+
+// Copies this rank's training state (rank_state and the step counts) from one engine into another whose rank
+// holds the same shards and slices: a group that goes on after other groups were lost keeps its geometry.
+// Local; a round in flight in `from` must have been abandoned (federation::Aggregator::abandon_round).
 void hand_over(Engine& from, Engine& to);
 
 // The same state over MPI, from a rank of one group to the rank at the same position of a group that joins

@@ -1,16 +1,15 @@
 #include "train/fault_injection.h"
 
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <functional>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <ATen/ATen.h>
 
 #include "comm/mpi_runtime.h"
 #include "train/preemption.h"
@@ -20,15 +19,15 @@ namespace fedshard::train {
 
 namespace {
 
-struct Fault {
+struct PlannedFault {
   std::string action;
   int rank = -1;
   int64_t step = -1;
   FaultPoint point = FaultPoint::Step;
 };
 
-Fault parse_fault(const std::string& spec) {
-  Fault f;
+PlannedFault parse_fault(const std::string& spec) {
+  PlannedFault f;
   std::vector<std::string> parts;
   std::stringstream ss(spec);
   for (std::string part; std::getline(ss, part, ':');) parts.push_back(part);
@@ -54,51 +53,71 @@ Fault parse_fault(const std::string& spec) {
   return f;
 }
 
-const std::vector<Fault>& plan() {
-  static const std::vector<Fault> p = [] {
-    std::vector<Fault> faults;
-    const char* env = std::getenv("FEDSHARD_FAULT");
-    if (env == nullptr || *env == '\0') return faults;
-    std::stringstream ss(env);
-    for (std::string item; std::getline(ss, item, ',');) faults.push_back(parse_fault(item));
-    return faults;
-  }();
-  return p;
-}
+class EnvironmentFaults : public Faults {
+ public:
+  EnvironmentFaults(std::vector<PlannedFault> plan, int64_t prepare_kill)
+      : plan_(std::move(plan)), prepare_kill_(prepare_kill) {}
 
-int launch_rank() { return comm::MpiRuntime::get().world_rank(); }
+  void at(FaultPoint point, int64_t step, const std::function<bool()>& released) const override {
+    if (point == FaultPoint::Shard) {
+      if (step == prepare_kill_) std::raise(SIGKILL);
+      return;
+    }
+    const int rank = launch_rank();
+    for (const auto& f : plan_) {
+      if (f.point != point || f.rank != rank || f.step != step || f.action == "nan" || f.action == "inf") continue;
+      if (f.action == "kill") std::raise(SIGKILL);
+      if (f.action == "alloc") at::empty({int64_t{1} << 50}, at::kByte);
+      if (f.action == "stall") {
+        // A preemption signal (or `released`) ends it: a test signals a job held at a known step, once this line
+        // is in the rank's output.
+        std::fprintf(stderr, "fedshard: fault: rank %d stalls at step %lld\n", rank, static_cast<long long>(step));
+        for (int i = 0; i < 6000 && preemption_signal() == 0 && !(released && released()); ++i)
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        continue;
+      }
+      throw std::runtime_error(cat("injected fault (FEDSHARD_FAULT) at step ", step));
+    }
+  }
 
-// The fault planned for (action, rank, step), if any.
-const Fault* find_fault(const std::string& action, int rank, int64_t step) {
-  for (const auto& f : plan())
-    if (f.action == action && f.rank == rank && f.step == step) return &f;
-  return nullptr;
-}
+  void corrupt_loss(int64_t step, at::Tensor loss) const override {
+    if (planned("nan", step)) loss.fill_(std::nan(""));
+  }
+
+  void corrupt_weights(int64_t step, at::Tensor master) const override {
+    if (planned("inf", step)) master.detach()[0].fill_(std::numeric_limits<double>::infinity());
+  }
+
+ private:
+  static int launch_rank() { return comm::MpiRuntime::get().world_rank(); }
+  bool planned(const std::string& action, int64_t step) const {
+    for (const auto& f : plan_)
+      if (f.action == action && f.rank == launch_rank() && f.step == step) return true;
+    return false;
+  }
+
+  std::vector<PlannedFault> plan_;
+  int64_t prepare_kill_;
+};
 
 }  // namespace
 
-void validate_fault_plan() { plan(); }
-
-void maybe_inject_fault(FaultPoint point, int64_t step, const std::function<bool()>& released) {
-  const int rank = launch_rank();
-  for (const auto& f : plan()) {
-    if (f.point != point || f.rank != rank || f.step != step || f.action == "nan" || f.action == "inf") continue;
-    if (f.action == "kill") std::raise(SIGKILL);
-    if (f.action == "alloc") at::empty({int64_t{1} << 50}, at::kByte);
-    if (f.action == "stall") {
-      // A preemption signal (or `released`) ends it: a test signals a job held at a known step, once this line
-      // is in the rank's output.
-      std::fprintf(stderr, "fedshard: fault: rank %d stalls at step %lld\n", rank, static_cast<long long>(step));
-      for (int i = 0; i < 6000 && preemption_signal() == 0 && !(released && released()); ++i)
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      continue;
-    }
-    throw std::runtime_error(cat("injected fault (FEDSHARD_FAULT) at step ", step));
+std::unique_ptr<Faults> training_faults_from_environment() {
+  std::vector<PlannedFault> plan;
+  if (const char* env = std::getenv("FEDSHARD_FAULT"); env != nullptr && *env != '\0') {
+    std::stringstream ss(env);
+    for (std::string item; std::getline(ss, item, ',');) plan.push_back(parse_fault(item));
   }
+  if (plan.empty()) return std::make_unique<Faults>();
+  return std::make_unique<EnvironmentFaults>(std::move(plan), 0);
 }
 
-bool inject_nan(int64_t step) { return find_fault("nan", launch_rank(), step) != nullptr; }
-
-bool inject_inf(int64_t step) { return find_fault("inf", launch_rank(), step) != nullptr; }
+std::unique_ptr<Faults> prepare_faults_from_environment() {
+  const char* env = std::getenv("FEDSHARD_PREPARE_KILL");
+  if (env == nullptr) return std::make_unique<Faults>();
+  const int64_t after = std::strtoll(env, nullptr, 10);
+  FS_CHECK(after > 0, "FEDSHARD_PREPARE_KILL must be a shard count above 0, got \"", env, "\"");
+  return std::make_unique<EnvironmentFaults>(std::vector<PlannedFault>{}, after);
+}
 
 }  // namespace fedshard::train

@@ -1,17 +1,17 @@
 // The federation groups one rank holds under emulation (parallel/emulation.h): each group's master shards
-// and inner optimizer state, kept beside the one live engine and swapped in and out of it as the rank trains
-// the groups in turn. Copies, not pointer swaps: the optimizer, the aggregator and the sharded units keep
-// their own handles to the live tensors.
+// and inner optimizer state (the first part of train/engine.h's rank_state; the aggregator's is the held groups'
+// mean, in the live engine), kept beside the one live engine and swapped in and out of it as the rank trains the
+// groups in turn. Copies, not pointer swaps: the optimizer, the aggregator and the sharded units keep their own
+// handles to the live tensors.
 #pragma once
 
 #include <ATen/ATen.h>
 
-#include <map>
-#include <string>
 #include <vector>
 
 #include "optim/optimizer.h"
 #include "parallel/sharded_model.h"
+#include "train/engine.h"
 
 namespace fedshard::train {
 
@@ -29,14 +29,12 @@ class GroupStates {
   void distribute(bool state);
 
  private:
-  using OptState = std::vector<std::map<std::string, at::Tensor>>;
   struct State {
-    std::vector<at::Tensor> shards;  // per unit
-    OptState opt;                    // per slice
+    std::vector<at::Tensor> tensors;  // in rank_state's order: master shards and inner optimizer state
     int64_t steps = 0;
     std::vector<int64_t> slice_steps;
   };
-  std::vector<at::Tensor> live_shards() const;
+  std::vector<StateTensor> live() const;
 
   parallel::ShardedModel& model_;
   optim::Optimizer& opt_;

@@ -24,7 +24,7 @@ struct Combination {
   std::string backend;      // parallel.backend resolved (auto: nccl for cuda in a CUDA build, else mpi)
   int units = 0;            // the model's units (embedding, each block, norm + head)
   int groups_per_rank = 1;  // parallel.emulate: virtual groups each real rank group holds
-  bool in_job_recovery = false;  // a lost group leaves and the others go on (train/trainer.h: recovers_in_job)
+  bool in_job_recovery = false;  // a lost group leaves and the others go on (train/setup.h: recovers_in_job)
   int gpu_capability = 0;        // model.device = cuda: the rank's GPU's compute capability, major * 10 + minor
 };
 

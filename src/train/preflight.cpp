@@ -5,7 +5,7 @@
 
 #include "comm/mpi_runtime.h"
 #include "model/layers.h"
-#include "train/trainer.h"
+#include "train/setup.h"
 #include "util/error.h"
 #include "util/memory.h"
 

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "train/cadence.h"
 #include "train/option_space.h"
 #include "util/error.h"
 #include "util/safetensors.h"
@@ -46,7 +47,7 @@ void check_resume_contract(const CheckpointMeta& meta, const TrainConfig& cfg, R
   for (int64_t s : meta.group_steps) equal_steps = equal_steps && s == meta.group_steps.front();
   // Every group holds the global model: no round in flight or pending, no step since the last round.
   const bool at_round = meta.round_in_flight.empty() && !pending && meta.steps_since_sync == 0;
-  const bool timed = cfg.round.rfind("seconds", 0) == 0;
+  const bool timed = Cadence::timed_rounds(cfg);
   const auto compress = saved(meta, "federation.compress");
   const bool residuals = !compress.empty() && compress != "none";
   std::string rounds_changed;  // the first option that changes when rounds happen

@@ -4,45 +4,33 @@
 #include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
 #include <sys/resource.h>
-#include <torch/version.h>
 
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <limits>
-#include <sstream>
 #include <thread>
 
 #include "comm/ledger.h"
 #include "comm/link_emulation.h"
 #include "comm/mpi_ops.h"
 #include "comm/mpi_runtime.h"
-#include "comm/rejoin.h"
-#include "comm/survivors.h"
 #include "comm/work.h"
-#include "model/hf_adapter.h"
+#include "kernels/cross_entropy.h"
 #include "model/layers.h"
 #include "parallel/slow_ranks.h"
-#include "data/manifest.h"
 #include "train/evaluator.h"
-#include "train/fault_injection.h"
 #include "train/preemption.h"
-#include "train/option_space.h"
-#include "train/preflight.h"
-#include "train/resume_contract.h"
-#include "train/progress.h"
-#include "util/build_info.h"
 #include "util/error.h"
 #include "util/memory.h"
-#include "util/posix_file.h"
-#include "util/safetensors.h"
 
 namespace fedshard::train {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 at::ScalarType dtype_of(const std::string& name) {
   if (name == "float64") return at::kDouble;
@@ -61,17 +49,7 @@ double measure_matmul_flops(at::Device device) {
   at::Tensor c;
   for (int i = 0; i < reps; ++i) c = at::mm(a, b);
   c.sum().item<float>();
-  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-  return 2.0 * n * n * n * reps / s;
-}
-
-// Seconds collectives spent really running (emulated=false) or held back by link emulation (true).
-double comm_seconds(const comm::LedgerSnapshot& d, bool emulated) {
-  double s = 0;
-  for (comm::Tier t : comm::kTiers)
-    for (comm::Traffic k : {comm::Traffic::Data, comm::Traffic::Control})
-      s += emulated ? d.at(t, k).emulated_seconds : d.at(t, k).seconds;
-  return s;
+  return 2.0 * n * n * n * reps / seconds_since(t0);
 }
 
 // optim.fused: auto takes the fused AdamW kernel where this LibTorch has it.
@@ -88,85 +66,10 @@ void configure_link_emulation(const TrainConfig& cfg) {
     if (!spec->empty()) comm::LinkEmulator::instance().set(tier, comm::parse_link_spec(*spec));
 }
 
-// Thrown by Trainer::recover on the ranks of a group that lost a rank: they leave the job, which goes on.
-struct LeftJob {
-  std::string message;
-};
-
 double peak_rss_mb() {
   struct rusage ru {};
   getrusage(RUSAGE_SELF, &ru);
   return static_cast<double>(ru.ru_maxrss) / 1024.0;
-}
-
-}  // namespace
-
-namespace {
-
-// Groups keep an id across restarts that lose some of them. Resuming a federated checkpoint of several groups
-// onto another layout, each group continues the checkpoint group of its id (train.resume_groups; by default
-// the same ids, which needs the same number of groups; one group continues one when named); any other change
-// of layout restarts every group from the groups' average.
-void choose_group_ids(TrainSetup& s) {
-  const auto& want = s.cfg.resume_groups;
-  const int groups = s.layout.groups();
-  FS_CHECK(want.empty() || static_cast<int>(want.size()) == groups, "train.resume_groups lists ", want.size(),
-           " group id(s) for ", groups, " group(s)");
-  for (size_t i = 0; i < want.size(); ++i)
-    FS_CHECK(std::count(want.begin(), want.end(), want[i]) == 1, "train.resume_groups names group ", want[i], " twice");
-  if (!s.resume) {
-    s.group_ids = want;
-    if (s.group_ids.empty())
-      for (int g = 0; g < groups; ++g) s.group_ids.push_back(g);
-    return;
-  }
-  const auto& meta = *s.resume;
-  s.group_ids = want.empty() ? meta.group_ids : want;
-  if (same_layout(meta, s.layout, s.strategy.name())) {
-    FS_CHECK(s.group_ids == meta.group_ids, "train.resume_groups must name the checkpoint's groups (",
-             nlohmann::json(meta.group_ids).dump(), ") when the layout is the same");
-    return;
-  }
-  // One group may continue one checkpoint group too (the last survivor of a lost group): named, it does.
-  const bool per_group = s.strategy.federated && meta.strategy.rfind("fl-", 0) == 0 && meta.layout.groups() > 1 &&
-                         (groups > 1 || !want.empty());
-  if (!per_group) {
-    FS_CHECK(want.empty(), "train.resume_groups applies to a federated checkpoint of several groups resumed by an fl-* ",
-             "strategy");
-    s.group_ids.clear();
-    for (int g = 0; g < groups; ++g) s.group_ids.push_back(g);
-    return;
-  }
-  FS_CHECK(static_cast<int>(s.group_ids.size()) == groups, "checkpoint ", meta.dir, " has ", meta.layout.groups(),
-           " groups, this run ", groups, ": set train.resume_groups to the ids of the checkpoint groups that continue, ",
-           "one per group");
-  for (int id : s.group_ids) {
-    const auto it = std::find(meta.group_ids.begin(), meta.group_ids.end(), id);
-    FS_CHECK(it != meta.group_ids.end(), "train.resume_groups: checkpoint ", meta.dir, " has no group with id ", id);
-    s.continues.push_back(static_cast<int>(it - meta.group_ids.begin()));
-  }
-}
-
-// The GPU of this rank: its index among the host's ranks modulo the host's GPUs. Chosen (and made current)
-// in the start-up phase, before the preflight measures its free memory, so every CUDA call of the rank is on
-// its own GPU and uneven hosts end every rank with one line instead of some ranks waiting in a collective.
-void choose_gpu(TrainSetup& s) {
-  if (s.cfg.device != "cuda") return;
-  const auto [host_rank, host_ranks] = comm::MpiRuntime::get().host_rank_and_size();
-  const int gpus = visible_gpus();
-  // NCCL refuses two ranks on one GPU: that needs the host-staged MPI backend.
-  FS_CHECK(s.topology.backend != "nccl" || host_ranks <= gpus, host_ranks, " ranks share ", gpus, " GPU(s) on a host: ",
-           "NCCL needs one rank per GPU; use --set parallel.backend=mpi (host-staged collectives)");
-  s.topology.device = host_rank % gpus;
-  use_gpu(s.topology.device);
-}
-
-// The training data's tokenizer spec with its file's path absolute, so a checkpoint names it from anywhere.
-std::string absolute_tokenizer(const std::string& spec) {
-  const std::string prefix = "tiktoken:";
-  if (spec.rfind(prefix, 0) != 0) return spec;
-  const std::filesystem::path file = spec.substr(prefix.size());
-  return prefix + (file.is_absolute() || !std::filesystem::exists(file) ? file : std::filesystem::absolute(file)).string();
 }
 
 nlohmann::json memory_json(const plan::MemoryEstimate& e) {
@@ -175,178 +78,21 @@ nlohmann::json memory_json(const plan::MemoryEstimate& e) {
   return j;
 }
 
-// Whether a checkpoint is where the job's end rule stops it: step rounds end when every group has trained
-// train.steps; time-based rounds at the round where the first group reaches it. A round some group stopped
-// at without holding it (a stop between rounds) is still to come.
-bool finished(const CheckpointMeta& meta, const TrainConfig& cfg) {
-  for (bool pending : meta.pending_rounds)
-    if (pending) return false;
-  if (meta.group_steps.empty()) return meta.step >= cfg.steps;
-  const auto [lo, hi] = std::minmax_element(meta.group_steps.begin(), meta.group_steps.end());
-  return (cfg.round.rfind("seconds", 0) == 0 ? *hi : *lo) >= cfg.steps;
+// The head's chunk rows as the model computes them; null when the logits are made at once.
+nlohmann::json loss_chunk_rows(const model::ModelConfig& m) {
+  if (!m.chunked_loss) return nullptr;
+  return m.loss_chunk_rows > 0 ? m.loss_chunk_rows : kernels::cross_entropy_chunk_rows(m.dim);
 }
 
-std::string describe_progress(const CheckpointMeta& meta) {
-  if (meta.group_steps.empty()) return cat("it is at step ", meta.step);
-  return cat("its groups are at steps ", nlohmann::json(meta.group_steps).dump());
+std::string json_list(const std::vector<int>& v) { return nlohmann::json(v).dump(); }
+
+std::string two_decimals(double x) {
+  char s[32];
+  std::snprintf(s, sizeof s, "%.2f", x);
+  return s;
 }
 
 }  // namespace
-
-bool recovers_in_job(const TrainSetup& s) {
-  const auto& cfg = s.cfg;
-  const auto& layout = s.layout;
-  if (!s.strategy.federated || federation::parse_round_seconds(cfg.round, cfg.sync_every) > 0) return false;
-  // Equal groups: the kept groups' padding (a multiple of every group size) and so every shard stay as they were.
-  if (!layout.equal_groups()) return false;
-  for (int g = 0; g < layout.groups(); ++g)
-    if (layout.replicas(g) != 1) return false;  // a round ends by an all-gather inside the group
-  return cfg.overlap == "none" && cfg.compress == "none" && cfg.inner_state != "average" && !s.emulation.active() &&
-         s.topology.backend == "mpi";
-}
-
-TrainSetup prepare_training(const TrainConfig& cfg, int world_size, int world_rank) {
-  TrainSetup s;
-  s.cfg = cfg;
-  s.strategy = parallel::parse_strategy(cfg.strategy);
-  s.emulation = parallel::plan_emulation(s.strategy, cfg.emulate, world_size, cfg.groups,
-                                         static_cast<int>(cfg.group_size), static_cast<int>(cfg.shard_size));
-  s.layout = s.emulation.real;
-  if (cfg.ranks_per_node > 0) s.layout.place_on_nodes(static_cast<int>(cfg.ranks_per_node));
-  s.topology.ranks_per_node = static_cast<int>(cfg.ranks_per_node);
-  const bool nccl_built = built_with_cuda();
-  FS_CHECK(cfg.device == "cpu" || nccl_built, "model.device = cuda but this fedshard was built without CUDA (against ",
-           "a CPU LibTorch); build it against a CUDA LibTorch (docs/cuda.md)");
-  FS_CHECK(cfg.device == "cpu" || visible_gpus() > 0, "model.device = cuda but no GPU is visible to this process (",
-           build_description(), ")");
-  FS_CHECK(cfg.backend != "nccl" || nccl_built, "parallel.backend = nccl needs a build against a CUDA LibTorch");
-  s.topology.backend = cfg.backend == "auto" ? (cfg.device == "cuda" && nccl_built ? "nccl" : "mpi") : cfg.backend;
-  choose_gpu(s);
-  // The HF directory is read (headers only) and checked whole before anything else: it may decide the model.
-  std::shared_ptr<model::HfCheckpoint> hf;
-  if (!cfg.init_from.empty()) hf = std::make_shared<model::HfCheckpoint>(cfg.init_from);
-  const bool model_from_hf = hf && cfg.model.empty();
-  s.model = model_from_hf ? hf->config() : model::preset(cfg.model.empty() ? "small" : cfg.model);
-  FS_CHECK(cfg.fused != "on" || optim::fused_adamw_available(), "optim.fused = on needs LibTorch >= 2.4 (this build has ",
-           TORCH_VERSION, "); use auto or off");
-  FS_CHECK(cfg.fused != "on" || cfg.optimizer == "adamw", "optim.fused = on applies to adamw only (optim.name = ",
-           cfg.optimizer, ")");
-  const auto manifest = data::Manifest::load(cfg.data_dir);
-  s.tokenizer = absolute_tokenizer(manifest.tokenizer.spec);
-  FS_CHECK(!model_from_hf || (cfg.n_layers == 0 && cfg.tie_embeddings == "preset" && cfg.vocab_size == 0),
-           "model.n_layers, model.tie_embeddings and model.vocab_size do not apply with model.init_from: the model is ",
-           "the one ", hf->config_path(), " describes");
-  if (cfg.n_layers > 0) s.model.n_layers = cfg.n_layers;
-  if (cfg.tie_embeddings != "preset") s.model.tie_embeddings = cfg.tie_embeddings == "true";
-  const int64_t data_vocab = manifest.tokenizer.vocab_size;
-  // An explicit model.vocab_size may pad the tokenizer's vocabulary (rows no token uses, as llm.c pads GPT-2's
-  // 50257 to 50304), and so may a Hugging Face model's; a preset's own vocabulary must be the data's.
-  if (model_from_hf) {
-    FS_CHECK(s.model.vocab_size >= data_vocab, hf->config_path(), ": vocab_size ", s.model.vocab_size,
-             " is smaller than the vocab ", data_vocab, " of tokenizer ", manifest.tokenizer.spec, " that ",
-             cfg.data_dir, " was prepared with");
-  } else if (cfg.vocab_size > 0) {
-    FS_CHECK(cfg.vocab_size >= data_vocab, "model.vocab_size = ", cfg.vocab_size, " is smaller than the vocab ",
-             data_vocab, " of tokenizer ", manifest.tokenizer.spec, " that ", cfg.data_dir, " was prepared with");
-    s.model.vocab_size = cfg.vocab_size;
-  } else {
-    if (s.model.vocab_size == 0) s.model.vocab_size = data_vocab;
-    FS_CHECK(s.model.vocab_size == data_vocab, "model ", s.model.name, " has vocab ", s.model.vocab_size, " but ",
-             cfg.data_dir, " was prepared with tokenizer ", manifest.tokenizer.spec, " (vocab ", data_vocab,
-             "); set model.vocab_size or prepare the data with a matching tokenizer");
-  }
-  s.model.validate();
-  if (hf && !model_from_hf) {
-    const auto diff = model::architecture_difference(s.model, hf->config());
-    FS_CHECK(diff.empty(), "model ", s.model.name, " is not the model ", hf->config_path(), " describes (", diff,
-             "); leave out model.name to take config.json's");
-  }
-  s.model.attention = model::parse_attention_kernel(cfg.attention);
-  s.model.kernels = model::parse_kernels(cfg.kernels);
-  s.model.matmul = model::parse_matmul_dtype(cfg.matmul_dtype);
-  model::parse_cross_entropy(cfg.cross_entropy, s.model);
-  if (s.model.matmul == model::MatmulDtype::Float8) {
-    // _scaled_mm takes sizes in multiples of 16; the weight gradient's inner size is the micro-batch's tokens.
-    const int64_t sizes[] = {s.model.dim, s.model.n_kv_heads * s.model.head_dim(), s.model.ffn_hidden_dim(),
-                             cfg.batch_size * cfg.seq_len};
-    for (int64_t n : sizes)
-      FS_CHECK(n % 16 == 0, "model.matmul_dtype = float8 needs the linear layers' sizes (dim ", s.model.dim,
-               ", kv dim ", sizes[1], ", ffn hidden ", sizes[2], ") and the tokens per micro-batch (", sizes[3],
-               ") to be multiples of 16");
-  }
-  FS_CHECK(cfg.seq_len <= s.model.max_seq_len, "data.seq_len ", cfg.seq_len, " exceeds the max_seq_len ",
-           s.model.max_seq_len, " of model ", s.model.name);
-  s.train = std::make_shared<data::TokenDataset>(cfg.data_dir, "train", cfg.seq_len, s.model.vocab_size);
-  s.val = std::make_shared<data::TokenDataset>(cfg.data_dir, "val", cfg.seq_len, s.model.vocab_size);
-  const auto& layout = s.layout;
-  s.partition = data::partition_windows(*s.train, cfg.partition, s.emulation.virtual_layout.group_sizes(), cfg.seed);
-  parallel::slow_factors(cfg.slow, s.layout);
-  // The refused combinations that need what only the job knows (train/option_space.h).
-  Combination combination(cfg);
-  combination.started = true;
-  combination.backend = s.topology.backend;
-  combination.units = static_cast<int>(unit_layout(s.model).size());
-  combination.groups_per_rank = s.emulation.groups_per_rank;
-  combination.in_job_recovery = recovers_in_job(s);
-  combination.gpu_capability = cfg.device == "cuda" ? gpu_compute_capability(s.topology.device) : 0;
-  check_options(combination);
-  FS_CHECK(cfg.rejoin_after == 0 || built_with_ulfm(), "federation.rejoin_after = ", cfg.rejoin_after, " needs a ",
-           "build against an MPI with ULFM (README: what happens when a node dies); this one: ", build_description());
-  if (world_rank == 0) ensure_writable_dir(cfg.out);
-  validate_fault_plan();
-  if (!cfg.resume.empty()) {
-    if (auto dir = find_checkpoint(cfg.resume, cfg.out)) {
-      // Same layout: this rank reads (and verifies) its own file; re-slicing reads them all.
-      auto meta = load_checkpoint_meta(*dir, s.model, /*verify_all_files=*/false, world_rank);
-      if (!same_layout(meta, layout, s.strategy.name())) meta = load_checkpoint_meta(*dir, s.model, true, world_rank);
-      FS_CHECK(!finished(meta, cfg), "checkpoint ", *dir, " ends the run: ", describe_progress(meta),
-               ", train.steps is ", cfg.steps, ": nothing left to train (raise --steps)");
-      s.resume = std::move(meta);
-    }
-  }
-  choose_group_ids(s);
-  if (s.resume) {
-    const auto relayout = same_layout(*s.resume, layout, s.strategy.name()) ? Relayout::Same
-                          : s.continues.empty()                              ? Relayout::Merge
-                                                                             : Relayout::PerGroup;
-    check_resume_contract(*s.resume, cfg, relayout);
-  }
-  if (hf && !s.resume) s.init_from = hf;
-  s.memory = preflight(s, world_rank);
-  return s;
-}
-
-TrainSetup prepare_joining(TrainConfig cfg, MPI_Comm comm) {
-  auto plan = JoinPlan::from_json(nlohmann::json::parse(comm::broadcast_text("", 0, comm)));
-  plan.comm = comm;
-  MPI_Comm_rank(comm, &plan.rank);
-  auto& mpi = comm::MpiRuntime::get();
-  mpi.join_job(plan.launch_ranks.at(plan.rank), plan.launch_world);
-  mpi.count_host_ranks(comm, mpi.world_rank());
-  cfg.groups = plan.group_sizes;
-  cfg.group_size = 0;
-  cfg.resume.clear();
-  cfg.resume_groups.clear();
-  TrainSetup s;
-  try {
-    maybe_inject_fault(FaultPoint::Join, plan.step);
-    s = prepare_training(cfg, static_cast<int>(plan.launch_ranks.size()), plan.rank);
-  } catch (const std::exception&) {
-    // Every replacement and kept rank learns that this one cannot join (Trainer::rejoin); it then ends as a
-    // lost rank does.
-    comm::all_succeeded(comm, false);
-    comm::MpiRuntime::note_peer_lost();
-    throw;
-  }
-  if (!comm::all_succeeded(comm, true)) {
-    comm::MpiRuntime::note_peer_lost();
-    throw Error("another replacement could not start, so none joins; the job goes on without them");
-  }
-  s.init_from = nullptr;
-  s.group_ids = plan.group_ids;
-  s.join = std::move(plan);
-  return s;
-}
 
 struct Trainer::StepResult {
   int64_t step = 0;
@@ -365,16 +111,42 @@ struct Trainer::StepResult {
   std::array<double, comm::kNumTiers> sent{};  // bytes this rank sent for the step, per tier
 };
 
-Trainer::Trainer(TrainSetup setup) : s_(std::move(setup)) {
+Trainer::Trainer(TrainSetup setup, const Faults& faults)
+    : s_(std::move(setup)),
+      faults_(faults),
+      cadence_(s_.cfg, s_.strategy.federated, !s_.emulation.active()),
+      membership_(s_.layout.world(), s_.cfg.rejoin_after),
+      log_(s_.cfg) {
   const auto& cfg = s_.cfg;
   configure_link_emulation(cfg);
-  if (s_.join) base_ = s_.join->comm;
+  if (s_.join) membership_.joined(*s_.join);
   engine_ = parallelize(engine_spec(place_rank()));
   topo_ = engine_.topo.get();
   sharded_ = engine_.sharded.get();
   lr_ = {cfg.lr, cfg.lr * cfg.min_lr_ratio, cfg.warmup_steps >= 0 ? cfg.warmup_steps : cfg.steps / 10, cfg.steps};
+  make_rounds();
+  if (rounds_ && topo_->layout().groups() > 1) notice_.emplace(topo_->layout(), topo_->world_rank(), membership_.base());
+  make_sampler();
+  if (s_.join) join(*s_.join);
+  if (s_.resume) resume(*s_.resume);
+  federation_sent_ = comm::Ledger::instance().snapshot().lane_sent[static_cast<int>(comm::Lane::Federation)];
+  // A replacement takes the job's figure: measuring would keep every other rank waiting at the next step.
+  peak_flops_ = cfg.peak_flops > 0 ? cfg.peak_flops
+                : s_.join         ? s_.join->peak_flops
+                                  : measure_matmul_flops(sharded_->options().device);
+  resolved_ = resolved_config();
+  open_run_files();
+  // A lost writer's lines since its last one are at most a round's steps and its evaluations (the others see the
+  // loss at the next round, evaluation or checkpoint).
+  if (recoverable()) log_.hold_lines(2 * (static_cast<size_t>(cfg.sync_every) + 1));
+  if (const auto range = parse_profile_steps(cfg.profile_steps); range.first > 0)
+    profiler_.emplace(range, cfg.out, topo_->world_rank(), sharded_->options().device);
+}
+
+void Trainer::make_rounds() {
+  const auto& cfg = s_.cfg;
   if (engine_.aggregator)
-    rounds_.emplace(cfg.sync_every, cfg.steps, group_tokens_per_step(), federation::parse_overlap(cfg.overlap),
+    rounds_.emplace(cfg.sync_every, cadence_.steps(), group_tokens_per_step(), federation::parse_overlap(cfg.overlap),
                     sharded_->units().size(), federation::parse_round_seconds(cfg.round, cfg.sync_every));
   // train.slow names ranks and groups as launched: a replacement for a lost rank takes that rank's factor (its
   // groups are equal: in-job recovery covers no other).
@@ -392,34 +164,16 @@ Trainer::Trainer(TrainSetup setup) : s_(std::move(setup)) {
     for (int r : launched.group_members(launch_rank)) group_factor = std::max(group_factor, factors.at(r));
     clock_step_ = per_step * group_factor;
   }
-  if (rounds_ && topo_->layout().groups() > 1) notice_.emplace(topo_->layout(), topo_->world_rank(), base_);
-  make_sampler();
-  for (int r = 0; r < topo_->layout().world(); ++r) launch_ranks_.push_back(r);
-  if (s_.join) join(*s_.join);
-  if (s_.resume) {
-    // Every group goes on from its own step (groups differ under time-based rounds and after a stop between
-    // rounds), first holding the round it stopped at, if that one did not take place.
-    const auto st = restore_checkpoint(*s_.resume, *topo_, s_.strategy.name(), *sharded_, *engine_.optimizer,
-                                       engine_.aggregator.get(), s_.continues);
-    start_step_ = st.step + 1;
-    pending_round_ = st.pending_round;
-    tokens_before_start_ = st.tokens;
-    if (rounds_) rounds_->restore(st.step, st.steps_since_sync, st.syncs, st.round_time);
-  }
-  tokens_agreed_ = tokens_before_start_;
-  step_agreed_ = start_step_ - 1;
-  federation_sent_ = comm::Ledger::instance().snapshot().lane_sent[static_cast<int>(comm::Lane::Federation)];
-  // A replacement takes the job's figure: measuring would keep every other rank waiting at the next step.
-  peak_flops_ = cfg.peak_flops > 0 ? cfg.peak_flops
-                : s_.join         ? s_.join->peak_flops
-                                  : measure_matmul_flops(sharded_->options().device);
-  resolved_ = resolved_config();
-  open_run_files();
-  // A lost writer's lines since its last one are at most a round's steps and its evaluations (the others see the
-  // loss at the next round, evaluation or checkpoint).
-  if (recoverable()) metrics_.hold_lines(2 * (static_cast<size_t>(cfg.sync_every) + 1));
-  if (const auto range = parse_profile_steps(cfg.profile_steps); range.first > 0)
-    profiler_.emplace(range, cfg.out, topo_->world_rank(), sharded_->options().device);
+}
+
+void Trainer::resume(const CheckpointMeta& meta) {
+  // Every group goes on from its own step (groups differ under time-based rounds and after a stop between
+  // rounds), first holding the round it stopped at, if that one did not take place.
+  const auto st = restore_checkpoint(meta, *topo_, s_.strategy.name(), *sharded_, *engine_.optimizer,
+                                     engine_.aggregator.get(), s_.continues);
+  tokens_.restart(st.step, st.tokens);
+  pending_round_ = st.pending_round;
+  if (rounds_) rounds_->restore(st.step, st.steps_since_sync, st.syncs, st.round_time);
 }
 
 at::Device Trainer::place_rank() {
@@ -436,7 +190,7 @@ EngineSpec Trainer::engine_spec(at::Device device) const {
   const auto& cfg = s_.cfg;
   EngineSpec e;
   e.layout = s_.layout;
-  e.base = base_;
+  e.base = membership_.base();
   e.topology = s_.topology;
   e.model = s_.model;
   e.sharding.master_dtype = dtype_of(cfg.dtype);
@@ -444,7 +198,7 @@ EngineSpec Trainer::engine_spec(at::Device device) const {
   e.sharding.reduce_dtype = dtype_of(cfg.reduce_dtype);
   // Recomputation pays off where parameters are sharded, i.e. per group.
   int rank = 0;
-  MPI_Comm_rank(base_, &rank);
+  MPI_Comm_rank(membership_.base(), &rank);
   const int group = s_.layout.coords(rank).group;
   const bool sharded = s_.layout.shard_size(group) > 1;
   e.sharding.recompute = cfg.activation_checkpointing == "on" || (cfg.activation_checkpointing == "auto" && sharded);
@@ -496,16 +250,6 @@ void Trainer::make_sampler() {
   if (e.groups_per_rank > 1) held_.emplace(e.groups_per_rank, *sharded_, *engine_.optimizer);
 }
 
-namespace {
-
-// The head's chunk rows as the model computes them; null when the logits are made at once.
-nlohmann::json loss_chunk_rows(const model::ModelConfig& m) {
-  if (!m.chunked_loss) return nullptr;
-  return m.loss_chunk_rows > 0 ? m.loss_chunk_rows : kernels::cross_entropy_chunk_rows(m.dim);
-}
-
-}  // namespace
-
 nlohmann::json Trainer::resolved_config() const {
   const auto& cfg = s_.cfg;
   const auto& e = s_.emulation;
@@ -547,37 +291,21 @@ nlohmann::json Trainer::resolved_config() const {
 }
 
 void Trainer::open_run_files() {
-  if (topo_->world_rank() != 0) return;
-  const auto& cfg = s_.cfg;
-  // First: a TensorBoard directory that cannot be made stops the run before it writes anything.
-  if (!cfg.tensorboard.empty()) metrics_.mirror_to_tensorboard(cfg.tensorboard, s_.resume ? s_.resume->step : -1);
-  write_file_atomically((std::filesystem::path(cfg.out) / "config.json").string(), resolved_.dump(2) + "\n");
-  if (s_.resume) {
-    reopen_metrics_after(s_.resume->step);
-    metrics_.write({{"type", "resume"},
-                    {"step", s_.resume->step},
-                    {"checkpoint", s_.resume->dir},
-                    {"same_layout", same_layout(*s_.resume, topo_->layout(), s_.strategy.name())}});
-    if (!s_.continues.empty())
-      metrics_.write({{"type", "relayout"},
-                      {"step", s_.resume->step},
-                      {"old_groups", s_.resume->layout.group_sizes()},
-                      {"old_group_ids", s_.resume->group_ids},
-                      {"new_groups", topo_->layout().group_sizes()},
-                      {"group_ids", s_.group_ids}});
-    std::fprintf(stderr, "fedshard: resuming from %s (step %lld)\n", s_.resume->dir.c_str(),
-                 static_cast<long long>(s_.resume->step));
-  } else {
-    metrics_.open((std::filesystem::path(cfg.out) / "metrics.jsonl").string(), /*append=*/false);
-  }
-  std::fprintf(stderr, "fedshard: %s on %s%s; model %s (%s parameters); threads per rank %d\n",
-               s_.strategy.name().c_str(), topo_->describe().c_str(),
-               s_.emulation.active() ? (", emulating " + s_.emulation.describe()).c_str() : "", s_.model.name.c_str(),
-               model::with_commas(s_.model.param_count()).c_str(), threads_);
-}
-
-Trainer::~Trainer() {
-  if (base_ != MPI_COMM_WORLD) MPI_Comm_free(&base_);
+  log_.set_writer(topo_->world_rank() == 0);
+  const auto& resumed = s_.resume;
+  nlohmann::json relayout = nullptr;
+  if (resumed && !s_.continues.empty())
+    relayout = {{"type", "relayout"},
+                {"step", resumed->step},
+                {"old_groups", resumed->layout.group_sizes()},
+                {"old_group_ids", resumed->group_ids},
+                {"new_groups", topo_->layout().group_sizes()},
+                {"group_ids", s_.group_ids}};
+  const bool same = resumed && same_layout(*resumed, topo_->layout(), s_.strategy.name());
+  log_.open(resolved_, resumed ? &*resumed : nullptr, same, relayout,
+            cat("fedshard: ", s_.strategy.name(), " on ", topo_->describe(),
+                s_.emulation.active() ? ", emulating " + s_.emulation.describe() : "", "; model ", s_.model.name, " (",
+                model::with_commas(s_.model.param_count()), " parameters); threads per rank ", threads_));
 }
 
 int64_t Trainer::group_tokens_per_step() const {
@@ -593,28 +321,8 @@ int64_t Trainer::world_tokens_per_step() const {
 
 int64_t Trainer::tokens_through(int64_t step) const {
   // Time-based rounds: groups take different numbers of steps; the others' are known as of the last round.
-  if (rounds_ && rounds_->timed()) return tokens_agreed_ + (step - step_agreed_) * group_tokens_per_step();
-  return tokens_before_start_ + (step - start_step_ + 1) * world_tokens_per_step();
-}
-
-void Trainer::reopen_metrics_after(int64_t step) {
-  const auto path = (std::filesystem::path(s_.cfg.out) / "metrics.jsonl").string();
-  std::string kept;
-  if (std::filesystem::exists(path)) {
-    std::istringstream in(read_file(path));
-    for (std::string line; std::getline(in, line);) {
-      nlohmann::json j;
-      try {
-        j = nlohmann::json::parse(line);
-      } catch (const std::exception&) {
-        break;  // a line cut short by the crash ends what is kept
-      }
-      if (j.value("type", "") == "summary" || j.value("step", int64_t{0}) > step) continue;
-      kept += line + "\n";
-    }
-  }
-  write_file_atomically(path, kept);
-  metrics_.open(path, /*append=*/true);
+  if (cadence_.timed()) return tokens_.agreed + (step - tokens_.step_agreed) * group_tokens_per_step();
+  return tokens_.before_start + (step - tokens_.start_step + 1) * world_tokens_per_step();
 }
 
 at::Tensor Trainer::forward_backward(int64_t step, size_t j) {
@@ -643,14 +351,10 @@ Trainer::StepResult Trainer::train_step(int64_t step) {
   const auto t0 = Clock::now();
   const auto comm0 = comm::Ledger::instance().snapshot();
   const auto device = sharded_->options().device;
-  double excluded_seconds = 0;
-  comm::LedgerSnapshot excluded_comm;
   StepResult r;
   r.step = step;
   r.lr = lr_.at(step);
-  // Each held group's loss, then the preemption signal, under time-based rounds the group's first rank's
-  // "time is up", and under federation whether a rank's slices hold a non-finite value: the group agrees on
-  // all of them in one all-reduce after the step.
+  // Each held group's loss, then the three flags the group agrees on in one all-reduce after the step.
   const size_t held = samplers_.size();
   auto l = at::zeros({static_cast<int64_t>(held) + 3}, at::TensorOptions().dtype(at::kDouble).device(device));
   at::Tensor grad_norm;
@@ -664,79 +368,83 @@ Trainer::StepResult Trainer::train_step(int64_t step) {
     if (j == 0 && !s_.cfg.defer_host_sync) r.grad_norm = grad_norm.item<double>();
     const auto opt0 = Clock::now();
     engine_.optimizer->step(r.lr);
-    r.optimizer_seconds += std::chrono::duration<double>(Clock::now() - opt0).count();
+    r.optimizer_seconds += seconds_since(opt0);
     if (held_) held_->save(static_cast<int>(j));
   }
-  maybe_inject_fault(FaultPoint::Step, step, [this] { return notice_ && notice_->received(); });
-  if (inject_inf(step)) {
-    at::NoGradGuard no_grad;
-    sharded_->units().at(1)->flat().shard().detach()[0].fill_(std::numeric_limits<double>::infinity());
-  }
+  faults_.at(FaultPoint::Step, step, [this] { return notice_ && notice_->received(); });
+  faults_.corrupt_weights(step, sharded_->units().at(1)->flat().shard());
   // train.slow: the step's kernels done, sleep (factor - 1) x its time; an emulated clock counts it instead.
   if (slow_ > 1 && clock_step_ == 0) {
     if (!device.is_cpu()) at::zeros({1}, at::TensorOptions().device(device)).item<float>();
     std::this_thread::sleep_for((slow_ - 1) * std::chrono::duration<double>(Clock::now() - t0));
   }
-
-  // The logged loss is the mean over this rank's federation group (its first held group under emulation): no
-  // per-step traffic crosses groups.
-  const auto flag = static_cast<int64_t>(held);
-  l[flag] = preemption_signal() != 0 || (notice_ && notice_->received()) ? 1.0 : 0.0;
-  const double step_time = clock_step_ > 0 ? clock_step_ : std::chrono::duration<double>(Clock::now() - t0).count();
-  const bool mine_up = rounds_ && rounds_->timed() && topo_->coords().position == 0 && rounds_->time_up(step_time);
-  l[flag + 1] = mine_up ? 1.0 : 0.0;
-  if (rounds_ && (rounds_->timed() || rounds_->due(step))) l[flag + 2] = engine_.aggregator->nonfinite_flag();
-  if (inject_nan(step)) l[0].fill_(std::nan(""));
-  topo_->group().all_reduce(l, comm::ReduceOp::Mean, comm::Traffic::Control)->wait();
-  const auto host = l.cpu();
-  r.loss = host[0].item<double>();
-  group_stop_ = host[flag].item<double>() > 0;
-  const bool time_up = host[flag + 1].item<double>() > 0;
-  const bool nonfinite = host[flag + 2].item<double>() > 0;
-  if (group_stop_ && notice_) notice_->send();
-  if (topo_->layout().groups() == 1) r.stop = group_stop_;
+  const auto g = agree_in_group(step, l, clock_step_ > 0 ? clock_step_ : seconds_since(t0));
+  r.loss = g.losses.front();
+  if (topo_->layout().groups() == 1) r.stop = g.stop;
   if (s_.cfg.defer_host_sync) r.grad_norm = grad_norm.item<double>();
-  for (size_t j = 0; j < held; ++j) {
-    const double loss = host[static_cast<int64_t>(j)].item<double>();
-    if (!std::isfinite(loss))
-      throw Error(cat("loss is ", loss, " at step ", step, " in group ", s_.emulation.groups_of(topo_->world_rank())[j],
-                      "; stopping (lower optim.lr or enable optim.grad_clip)"))
-          .reported_by(topo_->coords().position == 0)
-          .everywhere(topo_->layout().groups() == 1);
-  }
-
+  double excluded_seconds = 0;
+  comm::LedgerSnapshot excluded_comm;
   if (rounds_) {
-    const auto& cfg = s_.cfg;
     rounds_->count_step();
-    const bool due = rounds_->due(step, time_up);
     // The group model's evaluation is not part of the step: its time and bytes are taken out of the step's.
-    if (cfg.eval_group_model && due) {
+    if (s_.cfg.eval_group_model && rounds_->due(step, g.time_up)) {
       const auto e0 = Clock::now();
       const auto c0 = comm::Ledger::instance().snapshot();
       log_eval(step, "group", topo_->group());
       excluded_comm = comm::Ledger::instance().snapshot() - c0;
-      excluded_seconds = std::chrono::duration<double>(Clock::now() - e0).count();
+      excluded_seconds = seconds_since(e0);
     }
     const auto round0 = Clock::now();
-    if (due) {
-      federate_surviving(step, nonfinite, r);
-    } else if (group_stop_ && topo_->layout().groups() > 1) {
-      // Between rounds: stop at this step rather than at the next round (which may be past the grace time).
-      r.round = engine_.aggregator->vote_stop(vote(step, nonfinite));
-      r.agreed = true;
-      r.stop = true;
-    } else {
-      engine_.aggregator->progress();
-      if (rounds_->timed()) {
-        checkpoint_wanted_ = checkpoint_wanted_ || (cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0);
-        eval_wanted_ = eval_wanted_ || (cfg.eval_every > 0 && step % cfg.eval_every == 0);
-      }
-    }
-    r.round_seconds = std::chrono::duration<double>(Clock::now() - round0).count();
+    after_step(step, g, r);
+    r.round_seconds = seconds_since(round0);
   }
-  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count() - excluded_seconds;
+  r.seconds = seconds_since(t0) - excluded_seconds;
+  account_bytes(comm0, excluded_comm, r);
+  return r;
+}
+
+Trainer::GroupAgreement Trainer::agree_in_group(int64_t step, at::Tensor l, double step_time) {
+  // The logged loss is the mean over this rank's federation group (its first held group under emulation): no
+  // per-step traffic crosses groups.
+  const int64_t flag = l.size(0) - 3;
+  l[flag] = preemption_signal() != 0 || (notice_ && notice_->received()) ? 1.0 : 0.0;
+  const bool mine_up = cadence_.timed() && topo_->coords().position == 0 && rounds_->time_up(step_time);
+  l[flag + 1] = mine_up ? 1.0 : 0.0;
+  if (rounds_ && (cadence_.timed() || rounds_->due(step))) l[flag + 2] = engine_.aggregator->nonfinite_flag();
+  faults_.corrupt_loss(step, l[0]);
+  topo_->group().all_reduce(l, comm::ReduceOp::Mean, comm::Traffic::Control)->wait();
+  const auto host = l.cpu();
+  GroupAgreement g;
+  for (int64_t j = 0; j < flag; ++j) g.losses.push_back(host[j].item<double>());
+  group_stop_ = g.stop = host[flag].item<double>() > 0;
+  g.time_up = host[flag + 1].item<double>() > 0;
+  g.nonfinite = host[flag + 2].item<double>() > 0;
+  if (group_stop_ && notice_) notice_->send();
+  for (size_t j = 0; j < g.losses.size(); ++j)
+    if (!std::isfinite(g.losses[j]))
+      throw Error(cat("loss is ", g.losses[j], " at step ", step, " in group ",
+                      s_.emulation.groups_of(topo_->world_rank())[j], "; stopping (lower optim.lr or enable optim.grad_clip)"))
+          .reported_by(topo_->coords().position == 0)
+          .everywhere(topo_->layout().groups() == 1);
+  return g;
+}
+
+void Trainer::after_step(int64_t step, const GroupAgreement& g, StepResult& r) {
+  if (rounds_->due(step, g.time_up)) {
+    federate_surviving(step, g.nonfinite, r);
+  } else if (group_stop_ && topo_->layout().groups() > 1) {
+    // Between rounds: stop at this step rather than at the next round (which may be past the grace time).
+    r.round = engine_.aggregator->vote_stop(vote(step, g.nonfinite));
+    r.agreed = true;
+    r.stop = true;
+  } else {
+    engine_.aggregator->progress();
+  }
+}
+
+void Trainer::account_bytes(const comm::LedgerSnapshot& start, const comm::LedgerSnapshot& excluded, StepResult& r) {
   const auto now = comm::Ledger::instance().snapshot();
-  r.comm = now - comm0 - excluded_comm;
+  r.comm = now - start - excluded;
   // The federation lane's collectives complete when they do, also between steps: the step takes what that
   // lane completed since the previous step's account, so no round's bytes fall between two steps.
   constexpr int fed = static_cast<int>(comm::Lane::Federation);
@@ -745,23 +453,21 @@ Trainer::StepResult Trainer::train_step(int64_t step) {
     r.sent[i] = r.comm.sent_bytes(t) - r.comm.lane_sent[fed][i] + now.lane_sent[fed][i] - federation_sent_[i];
     federation_sent_[i] = now.lane_sent[fed][i];
   }
-  return r;
 }
 
 federation::Vote Trainer::vote(int64_t step, bool nonfinite) const {
-  const auto& cfg = s_.cfg;
   federation::Vote v;
   // Groups agree on a stop inside themselves every step and with each other here; time-based rounds also
   // agree here on the evaluations and checkpoints that any group's steps made due.
   v.stop = group_stop_;
-  v.last = step == cfg.steps;
-  v.checkpoint = checkpoint_wanted_ || (cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0);
-  v.evaluate = eval_wanted_ || (cfg.eval_every > 0 && step % cfg.eval_every == 0);
+  v.last = cadence_.last_step(step);
+  v.checkpoint = cadence_.wants_checkpoint(step, carried_);
+  v.evaluate = cadence_.wants_evaluation(step, carried_);
   v.nonfinite = nonfinite;
   v.step = step;
   v.steps_in_round = rounds_->steps_since_sync();
   v.round = rounds_->syncs() + 1;
-  v.launch_tokens = static_cast<double>((step - start_step_ + 1) * group_tokens_per_step());
+  v.launch_tokens = static_cast<double>((step - tokens_.start_step + 1) * group_tokens_per_step());
   return v;
 }
 
@@ -781,9 +487,9 @@ void Trainer::federate(int64_t step, bool nonfinite, StepResult& r) {
     round_unapplied_ = false;
     return;
   }
-  // After a recovery every group must meet at the same step of a step round: a group that completed a round
-  // the others lost (ULFM reports a failure to some survivors only) would mix its later model into theirs.
-  if (recovered_ && !rounds_->timed()) {
+  // After a membership change every group must meet at the same step of a step round: a group that completed a
+  // round the others lost (ULFM reports a failure to some survivors only) would mix its later model into theirs.
+  if (membership_.changed() && !cadence_.timed()) {
     const auto& steps = r.round.steps;
     if (std::any_of(steps.begin(), steps.end(), [&](int64_t s) { return s != steps.front(); }))
       throw Error(cat("after the lost group the kept groups met at different steps (", nlohmann::json(steps).dump(),
@@ -797,51 +503,69 @@ void Trainer::federate(int64_t step, bool nonfinite, StepResult& r) {
   if (held_) held_->distribute(cfg.inner_state != "keep");
   r.aggregated = true;
   if (cfg.audit) audit_round(step);
-  if (rounds_->timed()) {
-    tokens_agreed_ = tokens_before_start_ + static_cast<int64_t>(r.round.launch_tokens);
-    step_agreed_ = step;
+  if (cadence_.timed()) {
+    tokens_.agreed = tokens_.before_start + static_cast<int64_t>(r.round.launch_tokens);
+    tokens_.step_agreed = step;
   }
 }
 
 void Trainer::federate_surviving(int64_t step, bool nonfinite, StepResult& r) {
   const auto schedule = *rounds_;
-  try {
-    federate(step, nonfinite, r);
-    return;
-  } catch (const comm::PeerLost&) {
-    if (!recoverable() || !round_unapplied_) throw;
-  }
+  const auto t0 = Clock::now();
+  const auto change = membership_.with_recovery(
+      recoverable(), Agreement::Seen, *topo_, position(step), [&] { federate(step, nonfinite, r); },
+      [this] { return round_unapplied_; });
+  if (!change) return;
   // Every survivor stopped before applying the round (a round applies after all of its averaging has
   // arrived): held again by the kept groups, it averages their models only, weighted as before.
   round_unapplied_ = false;
   rounds_ = schedule;
-  recover(step);
+  apply_loss(step, *change, t0);
   r.round = {};
   federate(step, nonfinite, r);
 }
 
-void Trainer::surviving(int64_t step, const std::function<void()>& work) {
-  if (!recoverable()) return work();
-  bool done = true;
-  try {
-    work();
-  } catch (const comm::PeerLost&) {
-    topo_->revoke_all();  // the ranks still inside `work`'s collectives (a ring waits on a live peer) leave them
-    done = false;
-  }
-  if (comm::all_succeeded(topo_->base(), done)) return;
-  recover(step);
-  work();
-}
-
 bool Trainer::recoverable() const { return recovers_in_job(s_); }
 
-void Trainer::rebuild(const comm::Layout& layout, std::vector<int> group_ids, MPI_Comm base) {
+Membership::Position Trainer::position(int64_t step) const {
+  return {step, rounds_ ? rounds_->syncs() : 0, s_.group_ids};
+}
+
+bool Trainer::recovering(int64_t step, Agreement how, const std::function<void()>& work,
+                         const std::function<bool()>& can_recover, const std::function<void()>& before) {
+  const auto t0 = Clock::now();
+  const auto change = membership_.with_recovery(recoverable(), how, *topo_, position(step), work, can_recover, before);
+  if (change) apply_loss(step, *change, t0);
+  return change.has_value();
+}
+
+void Trainer::apply_loss(int64_t step, const MembershipChange& change, Clock::time_point t0) {
+  // The run's tokens so far: every group's through the last round, the kept groups' since (the lost groups'
+  // steps since the last round never reached the global model).
+  const int64_t synced = step - rounds_->steps_since_sync();
+  tokens_.restart(synced, tokens_through(synced));
+  // The data is dealt over the kept groups from the next step on, as a relaunch of them would deal it.
+  rebuild(change.layout, change.group_ids);
+  const double seconds = seconds_since(t0);
+  // The first kept rank writes the metrics from here on (the old rank 0 may have been lost).
+  log_.config(resolved_);
+  log_.membership({{"type", "group_lost"},
+                   {"step", step},
+                   {"lost_group_ids", change.lost_group_ids},
+                   {"lost_ranks", change.lost_ranks},
+                   {"group_ids", change.group_ids},
+                   {"group_sizes", change.layout.group_sizes()},
+                   {"recover_s", seconds}},
+                  cat("fedshard: lost rank(s) ", json_list(change.lost_ranks), " at step ", step, ": groups ",
+                      json_list(change.lost_group_ids), " left the job, groups ", json_list(change.group_ids),
+                      " go on (", two_decimals(seconds), " s)"),
+                  step);
+}
+
+void Trainer::rebuild(const comm::Layout& layout, std::vector<int> group_ids) {
   s_.layout = layout;
   s_.emulation.real = s_.emulation.virtual_layout = layout;
   s_.group_ids = std::move(group_ids);
-  if (base_ != MPI_COMM_WORLD) MPI_Comm_free(&base_);
-  base_ = base;
   // The new engine starts from the seed's parameters (not from disk, even where the run began from a Hugging
   // Face checkpoint); this rank's state is then handed over from the old one, whose communicators may be revoked.
   // Both are held meanwhile: a rank's model and optimizer state twice, briefly.
@@ -858,78 +582,15 @@ void Trainer::rebuild(const comm::Layout& layout, std::vector<int> group_ids, MP
     Engine old = std::move(engine_);
     engine_ = std::move(next);
   }
-  recovered_ = true;
   topo_ = engine_.topo.get();
   sharded_ = engine_.sharded.get();
-  if (topo_->layout().groups() > 1) notice_.emplace(topo_->layout(), topo_->world_rank(), base_);
+  if (topo_->layout().groups() > 1) notice_.emplace(topo_->layout(), topo_->world_rank(), membership_.base());
   s_.partition = data::partition_windows(*s_.train, s_.cfg.partition, layout.group_sizes(), s_.cfg.seed);
   samplers_.clear();
   readers_.clear();
   make_sampler();
   resolved_ = resolved_config();
-}
-
-void Trainer::recover(int64_t step) {
-  const auto t0 = Clock::now();
-  const comm::Layout old = topo_->layout();
-  topo_->revoke_all();
-  auto survivors = comm::shrink_after_failure(topo_->base());
-  auto kept = comm::regroup(survivors, old);
-  MPI_Comm_free(&survivors.comm);
-  // Named as at launch: after an earlier loss or a rejoin, ranks of the base communicator are numbered differently.
-  std::vector<int> lost_ranks, kept_launch_ranks;
-  for (int r : survivors.lost) lost_ranks.push_back(launch_ranks_.at(r));
-  const int launch_rank = comm::MpiRuntime::get().world_rank();
-  std::vector<int> lost_ids, kept_ids;
-  for (int g : kept.lost_groups) {
-    lost_ids.push_back(s_.group_ids.at(g));
-    std::vector<int> members;  // the whole group: its live ranks leave too
-    for (int r : old.group_members(old.first_rank(g))) members.push_back(launch_ranks_.at(r));
-    lost_groups_.emplace_back(s_.group_ids.at(g), std::move(members));
-  }
-  for (int g : kept.kept_groups) {
-    kept_ids.push_back(s_.group_ids.at(g));
-    for (int r : old.group_members(old.first_rank(g))) kept_launch_ranks.push_back(launch_ranks_.at(r));
-  }
-  launch_ranks_ = kept_launch_ranks;
-  rejoin_round_ = rounds_->syncs() + s_.cfg.rejoin_after;
-  const std::string lost_json = nlohmann::json(lost_ids).dump(), kept_json = nlohmann::json(kept_ids).dump();
-  const std::string lost_ranks_json = nlohmann::json(lost_ranks).dump();
-  if (kept.comm == MPI_COMM_NULL)
-    throw LeftJob{cat("rank ", launch_rank, " of group ", s_.group_ids.at(topo_->coords().group),
-                      ": lost rank(s) ", lost_ranks_json, " at step ", step, "; groups ",
-                      lost_json, " leave the job, which goes on with groups ", kept_json)};
-  FS_CHECK(!kept.kept_groups.empty(), "every group lost a rank at step ", step);
-  // The run's tokens so far: every group's through the last round, the kept groups' since (the lost groups'
-  // steps since the last round never reached the global model).
-  const int64_t synced = step - rounds_->steps_since_sync();
-  tokens_before_start_ = tokens_through(synced);
-  start_step_ = synced + 1;
-  // The data is dealt over the kept groups from the next step on, as a relaunch of them would deal it.
-  rebuild(kept.layout, kept_ids, kept.comm);
-  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  if (topo_->world_rank() != 0) return;
-  // The first kept rank writes the metrics from here on (the old rank 0 may have been lost): after the lost
-  // writer's last whole line, the step and eval lines it did not write, as this rank logged them (its group's
-  // loss), and their TensorBoard mirror in a new event file that starts after this step.
-  const auto dir = std::filesystem::path(s_.cfg.out);
-  const bool took_over = !metrics_.is_open();
-  if (took_over) {
-    if (!s_.cfg.tensorboard.empty()) metrics_.mirror_to_tensorboard(s_.cfg.tensorboard, step);
-    reopen_metrics_after(std::numeric_limits<int64_t>::max());
-  }
-  write_file_atomically((dir / "config.json").string(), resolved_.dump(2) + "\n");
-  metrics_.write({{"type", "group_lost"},
-                  {"step", step},
-                  {"lost_group_ids", lost_ids},
-                  {"lost_ranks", lost_ranks},
-                  {"group_ids", kept_ids},
-                  {"group_sizes", kept.layout.group_sizes()},
-                  {"recover_s", seconds}});
-  if (took_over) metrics_.write_held();
-  std::fprintf(stderr, "fedshard: lost rank(s) %s at step %lld: groups %s left the job, groups %s go on (%.2f s)\n",
-               lost_ranks_json.c_str(), static_cast<long long>(step), lost_json.c_str(),
-               kept_json.c_str(), seconds);
+  log_.set_writer(topo_->world_rank() == 0);
 }
 
 void Trainer::rejoin(int64_t step) {
@@ -939,95 +600,63 @@ void Trainer::rejoin(int64_t step) {
   plan.step = step;
   plan.tokens = tokens_through(step);
   plan.syncs = rounds_->syncs();
-  plan.group_sizes = old.group_sizes();
-  plan.group_ids = s_.group_ids;
-  plan.launch_ranks = launch_ranks_;
   plan.launch_world = comm::MpiRuntime::get().world_size();
   plan.peak_flops = peak_flops_;
-  std::vector<int> joined_ids, joined_ranks;
-  for (const auto& [id, ranks] : lost_groups_) {
-    plan.group_sizes.push_back(static_cast<int>(ranks.size()));
-    plan.group_ids.push_back(id);
-    joined_ids.push_back(id);
-    joined_ranks.insert(joined_ranks.end(), ranks.begin(), ranks.end());
-  }
-  lost_groups_.clear();
-  plan.launch_ranks.insert(plan.launch_ranks.end(), joined_ranks.begin(), joined_ranks.end());
-  const std::string ids_json = nlohmann::json(joined_ids).dump();
+  const auto grown = membership_.grow(position(step), old, plan, comm::MpiRuntime::get().argv());
+  const auto& joined = grown.group_ids;
   // Where the replacements do not join, the job goes on without them and says why.
-  const auto not_joined = [&](const std::string& why) {
-    if (topo_->world_rank() != 0) return;
-    std::fprintf(stderr, "fedshard: groups %s did not rejoin after step %lld (%s); going on without them\n",
-                 ids_json.c_str(), static_cast<long long>(step), why.c_str());
-    metrics_.write({{"type", "rejoin_failed"}, {"step", step}, {"group_ids", joined_ids}, {"error", why}});
+  const auto not_joined = [&](const std::string& why, const std::vector<int>& ids) {
+    log_.membership({{"type", "rejoin_failed"}, {"step", step}, {"group_ids", ids}, {"error", why}},
+                    cat("fedshard: groups ", json_list(ids), " did not rejoin after step ", step, " (", why,
+                        "); going on without them"),
+                    step);
   };
-  auto grown = comm::spawn_replacements(base_, static_cast<int>(joined_ranks.size()), comm::MpiRuntime::get().argv());
-  if (grown.comm == MPI_COMM_NULL) return not_joined(grown.error);
-  comm::broadcast_text(plan.to_json().dump(), 0, grown.comm);
-  comm::MpiRuntime::get().count_host_ranks(grown.comm, comm::MpiRuntime::get().world_rank());
-  // The replacements' start-up (prepare_joining) may fail on their node: then they have left.
-  if (!comm::all_succeeded(grown.comm, true)) {
-    MPI_Comm_free(&grown.comm);
-    return not_joined("a replacement could not start up");
-  }
+  if (!grown.change) return not_joined(grown.error, joined);
   // The run's tokens so far stay counted through this step; the world's tokens per step grow from the next.
-  tokens_before_start_ = plan.tokens;
-  start_step_ = step + 1;
-  launch_ranks_ = plan.launch_ranks;
-  const comm::Layout layout(plan.group_sizes, old.shard_spec());
-  rebuild(layout, plan.group_ids, grown.comm);
+  tokens_.restart(step, plan.tokens);
+  rebuild(grown.change->layout, grown.change->group_ids);
   // Every replacement takes the state of the rank at its position in the first group (the donor). A rank lost
   // meanwhile, a replacement or a kept one, makes every replacement leave and the groups that lost a rank too.
-  bool sent = true;
   int64_t sent_bytes = 0, state_bytes = 0;
-  try {
-    maybe_inject_fault(FaultPoint::Join, step);
+  const auto& layout = grown.change->layout;
+  const auto transfer = [&] {
+    faults_.at(FaultPoint::Join, step);
     for (int r = old.world(); r < layout.world(); ++r)
       if (topo_->world_rank() == layout.first_rank(0) + layout.coords(r).position)
-        sent_bytes += send_state(engine_, base_, r);
+        sent_bytes += send_state(engine_, membership_.base(), r);
     // Inside the agreement below: a member waiting here on a dead one is released as from a receive.
-    comm::mpi_check(MPI_Reduce(&sent_bytes, &state_bytes, 1, MPI_INT64_T, MPI_SUM, 0, base_), "MPI_Reduce");
-  } catch (const comm::PeerLost&) {
-    sent = false;
-  }
-  if (!comm::all_exchanged(base_, sent)) {
-    not_joined("a rank was lost during the join");
-    return recover(step);
-  }
+    comm::mpi_check(MPI_Reduce(&sent_bytes, &state_bytes, 1, MPI_INT64_T, MPI_SUM, 0, membership_.base()), "MPI_Reduce");
+  };
+  if (recovering(step, Agreement::Exchanged, transfer, {}, [&] { not_joined("a rank was lost during the join", joined); }))
+    return;
   if (s_.cfg.audit) audit_join(step, sent_bytes);
-  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  if (topo_->world_rank() != 0) return;
-  write_file_atomically((std::filesystem::path(s_.cfg.out) / "config.json").string(), resolved_.dump(2) + "\n");
-  metrics_.write({{"type", "group_joined"},
-                  {"step", step},
-                  {"joined_group_ids", joined_ids},
-                  {"joined_ranks", joined_ranks},
-                  {"group_ids", plan.group_ids},
-                  {"group_sizes", plan.group_sizes},
-                  {"state_bytes", state_bytes},
-                  {"join_s", seconds}});
-  std::fprintf(stderr, "fedshard: groups %s rejoined after step %lld: %zu replacement rank(s) started, groups %s "
-               "go on (%.2f s)\n", ids_json.c_str(), static_cast<long long>(step), joined_ranks.size(),
-               nlohmann::json(plan.group_ids).dump().c_str(), seconds);
+  const double seconds = seconds_since(t0);
+  log_.config(resolved_);
+  log_.membership({{"type", "group_joined"},
+                   {"step", step},
+                   {"joined_group_ids", joined},
+                   {"joined_ranks", grown.change->joined_ranks},
+                   {"group_ids", grown.change->group_ids},
+                   {"group_sizes", layout.group_sizes()},
+                   {"state_bytes", state_bytes},
+                   {"join_s", seconds}},
+                  cat("fedshard: groups ", json_list(joined), " rejoined after step ", step, ": ",
+                      grown.change->joined_ranks.size(), " replacement rank(s) started, groups ",
+                      json_list(grown.change->group_ids), " go on (", two_decimals(seconds), " s)"),
+                  step);
 }
 
 void Trainer::join(const JoinPlan& plan) {
   const auto& layout = topo_->layout();
-  start_step_ = plan.step + 1;
-  tokens_before_start_ = plan.tokens;
+  tokens_.restart(plan.step, plan.tokens);
   rounds_->restore(plan.step, /*steps_since_sync=*/0, plan.syncs, /*round_time=*/0);
-  launch_ranks_ = plan.launch_ranks;
-  recovered_ = true;
-  bool received = true;
   int64_t received_bytes = 0;
-  try {
-    received_bytes = receive_state(engine_, base_, layout.first_rank(0) + topo_->coords().position);
+  const auto receive = [&] {
+    received_bytes = receive_state(engine_, membership_.base(), layout.first_rank(0) + topo_->coords().position);
     const int64_t none = 0;
-    comm::mpi_check(MPI_Reduce(&none, nullptr, 1, MPI_INT64_T, MPI_SUM, 0, base_), "MPI_Reduce");
-  } catch (const comm::PeerLost&) {
-    received = false;
-  }
-  if (!comm::all_exchanged(base_, received)) {
+    comm::mpi_check(MPI_Reduce(&none, nullptr, 1, MPI_INT64_T, MPI_SUM, 0, membership_.base()), "MPI_Reduce");
+  };
+  if (!succeeded_everywhere(membership_.base(), Agreement::Exchanged, receive)) {
     // The kept ranks go on without every joining group (Trainer::rejoin): this process ends here, as a lost
     // one, so their recovery counts it among the lost.
     std::fprintf(stderr, "fedshard: rank %d: a rank was lost while this replacement joined after step %lld; it "
@@ -1044,30 +673,67 @@ void Trainer::join(const JoinPlan& plan) {
 }
 
 void Trainer::audit_round(int64_t step) {
-  append_audit({{"round", rounds_->syncs()}, {"step", step}, {"group", s_.group_ids.at(topo_->coords().group)},
-                {"checksum", engine_.aggregator->global_checksum()}});
+  log_.audit(comm::MpiRuntime::get().world_rank(),
+             {{"round", rounds_->syncs()}, {"step", step}, {"group", s_.group_ids.at(topo_->coords().group)},
+              {"checksum", engine_.aggregator->global_checksum()}});
 }
 
 void Trainer::audit_join(int64_t step, int64_t state_bytes) {
-  append_audit({{"join_step", step}, {"group", s_.group_ids.at(topo_->coords().group)},
-                {"position", topo_->coords().position}, {"state_checksum", state_checksum(engine_)},
-                {"state_bytes", state_bytes}});
+  log_.audit(comm::MpiRuntime::get().world_rank(),
+             {{"join_step", step}, {"group", s_.group_ids.at(topo_->coords().group)},
+              {"position", topo_->coords().position}, {"state_checksum", state_checksum(engine_)},
+              {"state_bytes", state_bytes}});
 }
 
-void Trainer::append_audit(const nlohmann::json& line) {
-  // Each rank its own file: no communication, so the audit changes no byte count and no timing of the run.
-  // Named by launch rank (a replacement's: the rank it replaces), which stays when groups are lost or rejoin.
-  const auto dir = std::filesystem::path(s_.cfg.out) / "audit";
-  std::filesystem::create_directories(dir);
-  char name[40];
-  std::snprintf(name, sizeof name, "rank-%05d.jsonl", comm::MpiRuntime::get().world_rank());
-  std::ofstream f(dir / name, std::ios::app);
-  f << line.dump() << "\n";
-  FS_CHECK(f.good(), "cannot write ", (dir / name).string());
+Trainer::Next Trainer::conclude(const StepResult& r, bool replayed) {
+  const int64_t step = r.step;
+  const auto due = cadence_.decide({step, r.aggregated, r.stop, r.round.any.last, r.round.any.evaluate,
+                                    r.round.any.checkpoint},
+                                   carried_);
+  carried_ = due.carried;
+  if (!replayed) {
+    for (comm::Tier t : comm::kTiers) step_bytes_[static_cast<int>(t)] += r.sent[static_cast<int>(t)];
+    if (step > tokens_.start_step && !r.profiled) {  // the first step includes one-time allocation and warm-up
+      step_seconds_sum_ += r.seconds;
+      timed_tokens_ += static_cast<double>(world_tokens_per_step());  // the world may change (a lost group)
+    }
+    if (step % s_.cfg.log_every == 0 || due.last) log_step(r);
+  }
+  if (cadence_.timed() && r.aggregated) log_.round(step, tokens_through(step), r.round.steps);
+  if (due.evaluate) evaluate_global(step);
+  if (!replayed)
+    log_.progress(step, r.loss, r.lr, tokens_per_second(static_cast<double>(world_tokens_per_step()), r.seconds),
+                  last_val_ppl_);
+  if (due.checkpoint && recovering(step, Agreement::Succeeded, [&] { save(r); })) save(r);
+  if (!r.stop) return due.last ? Next::End : Next::Continue;
+  log_.finish_progress();
+  if (profiler_) profiler_->finish();
+  log_.preempted(step, preemption_signal(), s_.emulation.active(), kPreemptedExit);
+  return Next::Stop;
+}
+
+void Trainer::log_step(const StepResult& r) {
+  StepRecord line;
+  line.step = r.step;
+  line.tokens = tokens_through(r.step);
+  line.loss = r.loss;
+  line.lr = r.lr;
+  line.grad_norm = r.grad_norm;
+  line.seconds = r.seconds;
+  line.optimizer_seconds = r.optimizer_seconds;
+  line.round_seconds = r.round_seconds;
+  line.comm = r.comm;
+  line.sent = r.sent;
+  line.aggregated = r.aggregated;
+  line.profiled = r.profiled;
+  // Tokens of the virtual world, processed by the real ranks: throughput is this box's.
+  line.tok_per_s = tokens_per_second(static_cast<double>(world_tokens_per_step()), r.seconds);
+  const double rank_tok_per_s = line.tok_per_s / topo_->layout().world();
+  line.mfu = 3.0 * s_.model.forward_flops_per_token(s_.cfg.seq_len) * rank_tok_per_s / peak_flops_;
+  log_.step(line);
 }
 
 void Trainer::save(const StepResult& r) {
-  const auto& cfg = s_.cfg;
   TrainingState st;
   st.step = r.step;
   if (rounds_) {
@@ -1083,72 +749,41 @@ void Trainer::save(const StepResult& r) {
   if (r.agreed) {
     const auto& steps = r.round.steps;
     const bool differ = std::any_of(steps.begin(), steps.end(), [&](int64_t x) { return x != steps.front(); });
-    if (rounds_->timed() || differ || !r.round.issued) {
+    if (cadence_.timed() || differ || !r.round.issued) {
       st.step = steps.front();
       st.group_steps = steps;
     }
     if (!r.round.issued) st.pending_rounds = r.round.at_round;
   }
-  save_checkpoint(cfg.out, static_cast<int>(cfg.checkpoint_keep), st, resolved_, s_.model, *topo_, *sharded_,
-                  *engine_.optimizer, engine_.aggregator.get());
-  checkpoint_wanted_ = false;
+  save_checkpoint(s_.cfg.out, static_cast<int>(s_.cfg.checkpoint_keep), st, resolved_, s_.model, *topo_, *sharded_,
+                  *engine_.optimizer, engine_.aggregator.get(), faults_);
 }
 
-void Trainer::log_step(const StepResult& r) {
-  // Tokens of the virtual world, processed by the real ranks: throughput is this box's.
-  const double tok_per_s = static_cast<double>(world_tokens_per_step()) / r.seconds;
-  const double rank_tok_per_s = tok_per_s / topo_->layout().world();
-  const double mfu = 3.0 * s_.model.forward_flops_per_token(s_.cfg.seq_len) * rank_tok_per_s / peak_flops_;
-  nlohmann::json bytes;
-  for (comm::Tier tier : comm::kTiers) bytes[comm::tier_metric_key(tier)] = r.sent[static_cast<int>(tier)];
-  metrics_.write({{"type", "step"},
-                  {"step", r.step},
-                  {"tokens", tokens_through(r.step)},
-                  {"loss", r.loss},
-                  {"lr", r.lr},
-                  {"grad_norm", r.grad_norm},
-                  {"time_s",
-                   {{"total", r.seconds},
-                    {"compute", r.seconds - r.comm.exposed_wait_seconds},
-                    {"comm_exposed", r.comm.exposed_wait_seconds},
-                    {"optimizer", r.optimizer_seconds},
-                    {"round", r.round_seconds},
-                    {"comm_real", comm_seconds(r.comm, false)},
-                    {"comm_emulated_hold", comm_seconds(r.comm, true)}}},
-                  {"bytes", bytes},
-                  {"tok_per_s", tok_per_s},
-                  {"mfu", mfu},
-                  {"aggregated", r.aggregated},
-                  {"profiled", r.profiled}});
+void Trainer::evaluate_global(int64_t step) {
+  // Under overlap no step ends with the groups equal: the global model is swapped in to be evaluated.
+  if (s_.cfg.overlap != "none") {
+    engine_.aggregator->with_global_model([&] { log_eval(step, "global", topo_->world()); });
+    return;
+  }
+  // Written once, after every rank agreed that the evaluation succeeded.
+  EvalResult e;
+  const auto work = [&] {
+    faults_.at(FaultPoint::Eval, step);
+    e = evaluate(*sharded_, *s_.val, s_.cfg.eval_windows, s_.cfg.batch_size, topo_->world());
+  };
+  if (recovering(step, Agreement::Succeeded, work)) work();
+  last_val_loss_ = e.loss;
+  last_val_ppl_ = e.ppl;
+  log_.eval(step, tokens_through(step), "global", e, seconds_since(run_start_));
 }
 
 void Trainer::log_eval(int64_t step, const std::string& model_kind, comm::Communicator& comm) {
-  write_eval(step, model_kind, evaluate(*sharded_, *s_.val, s_.cfg.eval_windows, s_.cfg.batch_size, comm));
-}
-
-void Trainer::log_global_eval(int64_t step) {
-  // Written once, after every rank agreed that the evaluation succeeded.
-  EvalResult r;
-  surviving(step, [&] {
-    maybe_inject_fault(FaultPoint::Eval, step);
-    r = evaluate(*sharded_, *s_.val, s_.cfg.eval_windows, s_.cfg.batch_size, topo_->world());
-  });
-  write_eval(step, "global", r);
-}
-
-void Trainer::write_eval(int64_t step, const std::string& model_kind, const EvalResult& r) {
+  const auto e = evaluate(*sharded_, *s_.val, s_.cfg.eval_windows, s_.cfg.batch_size, comm);
   if (model_kind == "global") {
-    last_val_loss_ = r.loss;
-    last_val_ppl_ = r.ppl;
+    last_val_loss_ = e.loss;
+    last_val_ppl_ = e.ppl;
   }
-  metrics_.write({{"type", "eval"},
-                  {"step", step},
-                  {"tokens", tokens_through(step)},
-                  {"val_loss", r.loss},
-                  {"val_ppl", r.ppl},
-                  {"val_tokens", r.tokens},
-                  {"wall_s", std::chrono::duration<double>(Clock::now() - run_start_).count()},
-                  {"model", model_kind}});
+  log_.eval(step, tokens_through(step), model_kind, e, seconds_since(run_start_));
 }
 
 nlohmann::json Trainer::link_summary() const {
@@ -1159,200 +794,125 @@ nlohmann::json Trainer::link_summary() const {
 }
 
 TrainSummary Trainer::run() {
-  const auto& cfg = s_.cfg;
-  Progress progress(cfg.steps);
-  const auto start = Clock::now();
-  run_start_ = start;
+  run_start_ = Clock::now();
   const auto comm_start = comm::Ledger::instance().snapshot();
-  bool eval_due = false;
-  const bool timed = rounds_ && rounds_->timed();
-  int64_t last_step = cfg.steps;
-  // What follows a step (or, after a resume, the round this group stopped at): evaluation, checkpoint, the
-  // stop or the end. `replayed`: that step was trained and logged before the checkpoint.
-  enum class Next { Continue, Stop, End };
-  auto conclude = [&](StepResult& r, bool replayed) {
-    const int64_t step = r.step;
-    // Time-based rounds end the job at the round where the first group reaches train.steps.
-    const bool last = timed ? r.aggregated && r.round.any.last : step == cfg.steps;
-    if (!replayed) {
-      for (comm::Tier t : comm::kTiers) step_bytes_[static_cast<int>(t)] += r.sent[static_cast<int>(t)];
-      if (step > start_step_ && !r.profiled) {  // the first step includes one-time allocation and warm-up
-        step_seconds_sum_ += r.seconds;
-        timed_tokens_ += static_cast<double>(world_tokens_per_step());  // the world may change (a lost group)
-      }
-      if (step % cfg.log_every == 0 || last) log_step(r);
-    }
-    if (timed && r.aggregated)
-      metrics_.write({{"type", "round"}, {"step", step}, {"tokens", tokens_through(step)}, {"group_steps", r.round.steps}});
-    // Under federation only an aggregation produces the global model: a due evaluation waits for the next.
-    // Under time-based rounds the groups' steps differ, so what is due is what the round agreed.
-    if (timed)
-      eval_due = r.aggregated && (r.round.any.evaluate || last || cfg.eval_after_sync);
-    else
-      eval_due = eval_due || last || (cfg.eval_every > 0 && step % cfg.eval_every == 0) ||
-                 (r.aggregated && cfg.eval_after_sync);
-    if (eval_due && (!rounds_ || r.aggregated)) {
-      // Under overlap no step ends with the groups equal: the global model is swapped in to be evaluated.
-      if (s_.cfg.overlap != "none")
-        engine_.aggregator->with_global_model([&] { log_eval(step, "global", topo_->world()); });
-      else
-        log_global_eval(step);
-      eval_due = false;
-      eval_wanted_ = false;
-    }
-    if (topo_->world_rank() == 0 && !replayed) {
-      const double tok_per_s = static_cast<double>(world_tokens_per_step()) / r.seconds;
-      char extra[64] = "";
-      if (last_val_ppl_ > 0) std::snprintf(extra, sizeof extra, "val ppl %.3f", last_val_ppl_);
-      progress.update(step, r.loss, r.lr, tok_per_s, extra);
-    }
-    // A stop is agreed by every rank at the same point: at an agreement, or every step with one group.
-    const bool checkpoint = !s_.emulation.active() && (r.stop || (timed ? r.aggregated && (r.round.any.checkpoint || last)
-                                             : (cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0) || last));
-    if (checkpoint) surviving(step, [&] { save(r); });
-    if (r.stop) {
-      progress.finish();
-      if (profiler_) profiler_->finish();
-      if (topo_->world_rank() == 0) {
-        metrics_.write({{"type", "preempted"}, {"step", step}, {"signal", preemption_signal()}});
-        std::fprintf(stderr, "fedshard: preempted: stopped after step %lld %s; exit %d (requeue)\n",
-                     static_cast<long long>(step),
-                     s_.emulation.active() ? "(emulated: no checkpoint)" : "with a checkpoint", kPreemptedExit);
-      }
-      return Next::Stop;
-    }
-    return last ? Next::End : Next::Continue;
-  };
-  // A rank whose group lost a rank leaves (Trainer::recover), saying why.
-  const auto left = [](const LeftJob& e, int64_t step) {
-    std::fprintf(stderr, "fedshard: %s\n", e.message.c_str());
-    TrainSummary summary;
-    summary.steps = step;
-    summary.left = true;
-    return summary;
-  };
+  int64_t step = tokens_.start_step - 1, last_step = cadence_.steps();
   Next next = Next::Continue;
-  if (pending_round_) {
-    StepResult r;
-    r.step = start_step_ - 1;
-    try {
+  try {
+    // A group that stopped at a round that did not take place holds it first; its step was trained and logged.
+    if (pending_round_) {
+      StepResult r;
+      r.step = step;
       federate(r.step, /*nonfinite=*/false, r);
       next = conclude(r, /*replayed=*/true);
-    } catch (const LeftJob& e) {
-      return left(e, r.step);
+      if (next == Next::End) last_step = r.step;
     }
-    if (next == Next::End) last_step = r.step;
-  }
-  for (int64_t step = start_step_; step <= cfg.steps && next == Next::Continue; ++step) {
-    if (profiler_) profiler_->before_step(step);
-    StepResult r;
-    try {
-      try {
-        r = train_step(step);
-      } catch (const comm::PeerLost&) {
-        if (!recoverable()) throw;
-        // Lost in a group's per-step collectives: that group's ranks leave; a kept rank cannot take its step
-        // again (its optimizer may have stepped).
-        recover(step);
+    for (step = tokens_.start_step; step <= cadence_.steps() && next == Next::Continue; ++step) {
+      if (profiler_) profiler_->before_step(step);
+      StepResult r;
+      // Lost in a group's per-step collectives: that group's ranks leave; a kept rank cannot take its step
+      // again (its optimizer may have stepped).
+      if (recovering(step, Agreement::Seen, [&] { r = train_step(step); }))
         throw Error(cat("a rank was lost during step ", step, ", where this rank's group cannot take the step again ",
                         "(in-job recovery covers losses that the kept groups see at a federation round); resume ",
                         "from the last checkpoint"));
-      }
       r.profiled = profiler_ && profiler_->after_step(step);
       next = conclude(r, /*replayed=*/false);
-      if (next == Next::Continue && !lost_groups_.empty() && s_.cfg.rejoin_after > 0 &&
-          rounds_->steps_since_sync() == 0 && rounds_->syncs() >= rejoin_round_)
+      // Lost groups come back after a round, federation.rejoin_after rounds after they were lost.
+      if (next == Next::Continue && rounds_ && rounds_->steps_since_sync() == 0 &&
+          membership_.rejoin_due(rounds_->syncs()))
         rejoin(step);
-    } catch (const LeftJob& e) {
-      return left(e, step);
+      if (next != Next::Continue) last_step = step;
     }
-    if (next != Next::Continue) last_step = step;
+  } catch (const LeftJob& e) {
+    // A rank whose group lost a rank leaves, saying why; the job goes on without it.
+    std::fprintf(stderr, "fedshard: %s\n", e.message.c_str());
+    TrainSummary left;
+    left.steps = step;
+    left.left = true;
+    return left;
   }
   if (next == Next::Stop) {
-    TrainSummary summary;
-    summary.steps = last_step;
-    summary.preempted = true;
-    return summary;
+    TrainSummary stopped;
+    stopped.steps = last_step;
+    stopped.preempted = true;
+    return stopped;
   }
-  progress.finish();
+  log_.finish_progress();
   if (profiler_) profiler_->finish();
+  return finish(last_step, seconds_since(run_start_), comm::Ledger::instance().snapshot() - comm_start);
+}
 
-  const double wall = std::chrono::duration<double>(Clock::now() - start).count();
-  const auto comm_total = comm::Ledger::instance().snapshot() - comm_start;
-  // Peak memory of every rank (host RSS, and the caching allocator's peak on a GPU), for the memory
-  // comparison between strategies.
+TrainSummary Trainer::finish(int64_t last_step, double wall_s, const comm::LedgerSnapshot& comm_total) {
+  // Peak memory of every rank (host RSS, and the caching allocator's peak on a GPU), for the memory comparison
+  // between strategies; and what each rank's training steps sent per tier (groups of different sizes send
+  // different amounts).
   const at::Device device = sharded_->options().device;
-  auto peaks = at::zeros({topo_->layout().world(), 2}, at::TensorOptions().dtype(at::kDouble).device(device));
-  peaks[topo_->world_rank()][0] = peak_rss_mb();
-  if (device.is_cuda()) peaks[topo_->world_rank()][1] = device_peak_allocated_bytes(device.index()) / (1024.0 * 1024.0);
-  topo_->world().all_reduce(peaks, comm::ReduceOp::Sum, comm::Traffic::Control)->wait();
-  peaks = peaks.to(at::kCPU);
-  // What each rank's training steps sent per tier: groups of different sizes send different amounts.
-  auto sent = at::zeros({topo_->layout().world(), comm::kNumTiers}, peaks.options().device(device));
-  for (comm::Tier t : comm::kTiers) sent[topo_->world_rank()][static_cast<int>(t)] = step_bytes_[static_cast<int>(t)];
-  topo_->world().all_reduce(sent, comm::ReduceOp::Sum, comm::Traffic::Control)->wait();
-  sent = sent.to(at::kCPU);
-
+  const int world = topo_->layout().world(), rank = topo_->world_rank();
+  auto per_rank = at::zeros({world, 2 + comm::kNumTiers}, at::TensorOptions().dtype(at::kDouble).device(device));
+  per_rank[rank][0] = peak_rss_mb();
+  if (device.is_cuda()) per_rank[rank][1] = device_peak_allocated_bytes(device.index()) / (1024.0 * 1024.0);
+  for (comm::Tier t : comm::kTiers) per_rank[rank][2 + static_cast<int>(t)] = step_bytes_[static_cast<int>(t)];
+  topo_->world().all_reduce(per_rank, comm::ReduceOp::Sum, comm::Traffic::Control)->wait();
+  per_rank = per_rank.to(at::kCPU);
+  const auto column = [&](int c) {
+    const at::Tensor t = per_rank.select(1, c).contiguous();
+    return std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
+  };
   TrainSummary summary;
   summary.steps = last_step;
   summary.final_val_loss = last_val_loss_;
   summary.final_val_ppl = last_val_ppl_;
   summary.unigram_val_ppl = s_.train->manifest().unigram_val_ppl.value_or(0.0);
   const double step_tokens = static_cast<double>(world_tokens_per_step());
-  summary.tok_per_s = timed_tokens_ > 0 ? timed_tokens_ / step_seconds_sum_ : step_tokens / wall;
-  summary.reporter = topo_->world_rank() == 0;
-  if (topo_->world_rank() == 0) {
-    // Counted at the MPI sends, next to the ring formula's figure, per tier and per communicator (rank 0's).
-    nlohmann::json bytes, formula, by_comm;
-    for (comm::Tier tier : comm::kTiers) {
-      bytes[comm::tier_metric_key(tier)] = comm_total.sent_bytes(tier);
-      formula[comm::tier_metric_key(tier)] = comm_total.formula_bytes(tier);
-    }
-    for (const auto& [name, t] : comm_total.by_comm)
-      by_comm[name] = {{"sent_bytes", t.sent_bytes}, {"formula_bytes", t.formula_bytes}, {"calls", t.calls},
-                       {"seconds", t.seconds}};
-    const auto per_rank = [&](int column) {
-      const at::Tensor c = peaks.select(1, column).contiguous();
-      return std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
-    };
-    const std::vector<double> rss_v = per_rank(0);
-    nlohmann::json sent_by_rank = nlohmann::json::array();
-    for (int r = 0; r < topo_->layout().world(); ++r) {
-      nlohmann::json b;
-      for (comm::Tier t : comm::kTiers) b[comm::tier_metric_key(t)] = sent[r][static_cast<int>(t)].item<double>();
-      sent_by_rank.push_back(b);
-    }
-    nlohmann::json summary_record = {{"type", "summary"},
-                    {"strategy", s_.strategy.name()},
-                    {"world", s_.emulation.virtual_layout.world()},
-                    {"group_size", resolved_["resolved"]["group_size"]},
-                    {"group_sizes", s_.emulation.virtual_layout.group_sizes()},
-                    {"emulation", resolved_["resolved"]["emulation"]},
-                    {"shard_size", resolved_["resolved"]["shard_size"]},
-                    {"steps", last_step},
-                    {"tokens", tokens_through(last_step)},
-                    {"wall_s", wall},
-                    {"tok_per_s", summary.tok_per_s},
-                    {"final_val_loss", summary.final_val_loss},
-                    {"final_val_ppl", summary.final_val_ppl},
-                    {"unigram_val_ppl", summary.unigram_val_ppl},
-                    {"bytes_total", bytes},
-                    {"bytes_total_formula", formula},
-                    {"bytes_counted", s_.topology.backend == "mpi"},
-                    {"bytes_by_communicator", by_comm},
-                    {"step_bytes_by_rank", sent_by_rank},
-                    {"comm_exposed_s", comm_total.exposed_wait_seconds},
-                    {"peak_rss_mb", rss_v},
-                    {"peak_rss_mb_max", *std::max_element(rss_v.begin(), rss_v.end())},
-                    {"peak_flops_per_rank", peak_flops_},
-                    {"link_emulation", link_summary()}};
-    if (device.is_cuda()) {
-      const std::vector<double> gpu_v = per_rank(1);
-      summary_record["peak_gpu_mb"] = gpu_v;
-      summary_record["peak_gpu_mb_max"] = *std::max_element(gpu_v.begin(), gpu_v.end());
-    }
-    metrics_.write(summary_record);
+  summary.tok_per_s = timed_tokens_ > 0 ? timed_tokens_ / step_seconds_sum_ : step_tokens / wall_s;
+  summary.reporter = rank == 0;
+  if (rank != 0) return summary;
+  // Counted at the MPI sends, next to the ring formula's figure, per tier and per communicator (rank 0's).
+  nlohmann::json bytes, formula, by_comm, sent_by_rank = nlohmann::json::array();
+  for (comm::Tier tier : comm::kTiers) {
+    bytes[comm::tier_metric_key(tier)] = comm_total.sent_bytes(tier);
+    formula[comm::tier_metric_key(tier)] = comm_total.formula_bytes(tier);
   }
+  for (const auto& [name, t] : comm_total.by_comm)
+    by_comm[name] = {{"sent_bytes", t.sent_bytes}, {"formula_bytes", t.formula_bytes}, {"calls", t.calls},
+                     {"seconds", t.seconds}};
+  for (int r = 0; r < world; ++r) {
+    nlohmann::json b;
+    for (comm::Tier t : comm::kTiers) b[comm::tier_metric_key(t)] = per_rank[r][2 + static_cast<int>(t)].item<double>();
+    sent_by_rank.push_back(b);
+  }
+  const auto rss = column(0);
+  nlohmann::json line = {{"type", "summary"},
+                         {"strategy", s_.strategy.name()},
+                         {"world", s_.emulation.virtual_layout.world()},
+                         {"group_size", resolved_["resolved"]["group_size"]},
+                         {"group_sizes", s_.emulation.virtual_layout.group_sizes()},
+                         {"emulation", resolved_["resolved"]["emulation"]},
+                         {"shard_size", resolved_["resolved"]["shard_size"]},
+                         {"steps", last_step},
+                         {"tokens", tokens_through(last_step)},
+                         {"wall_s", wall_s},
+                         {"tok_per_s", summary.tok_per_s},
+                         {"final_val_loss", summary.final_val_loss},
+                         {"final_val_ppl", summary.final_val_ppl},
+                         {"unigram_val_ppl", summary.unigram_val_ppl},
+                         {"bytes_total", bytes},
+                         {"bytes_total_formula", formula},
+                         {"bytes_counted", s_.topology.backend == "mpi"},
+                         {"bytes_by_communicator", by_comm},
+                         {"step_bytes_by_rank", sent_by_rank},
+                         {"comm_exposed_s", comm_total.exposed_wait_seconds},
+                         {"peak_rss_mb", rss},
+                         {"peak_rss_mb_max", *std::max_element(rss.begin(), rss.end())},
+                         {"peak_flops_per_rank", peak_flops_},
+                         {"link_emulation", link_summary()}};
+  if (device.is_cuda()) {
+    const auto gpu = column(1);
+    line["peak_gpu_mb"] = gpu;
+    line["peak_gpu_mb_max"] = *std::max_element(gpu.begin(), gpu.end());
+  }
+  log_.summary(line);
   return summary;
 }
 

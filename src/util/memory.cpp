@@ -36,7 +36,7 @@ double resident_bytes() { return proc_kb("/proc/self/status", "VmRSS:"); }
 
 double device_free_bytes(int device) {
 #ifdef FEDSHARD_CUDA
-  // cudaMemGetInfo reads the current device; callers pass their own (train/trainer.cpp chose it at start-up).
+  // cudaMemGetInfo reads the current device; callers pass their own (train/setup.cpp chose it at start-up).
   size_t free = 0, total = 0;
   if (cudaSetDevice(device) != cudaSuccess || cudaMemGetInfo(&free, &total) != cudaSuccess) return 0;
   return static_cast<double>(free);

@@ -1,0 +1,34 @@
+// Failure injection for the robustness tests, behind one interface handed in at start-up: production code calls
+// it at its fault points, and without a plan (Faults::none(), every run but a test's) it does nothing there. The
+// plan a test sets in the environment is read in one place only, train/fault_injection.cpp.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <functional>
+
+namespace fedshard {
+
+// Where a planned fault may strike: after a step's backward (Step), in the middle of writing that step's
+// checkpoint (Checkpoint), before that step's evaluation of the global model (Eval), in the rejoin after that step
+// (Join), and when prepare has finished that many token shards (Shard).
+enum class FaultPoint { Step, Checkpoint, Eval, Join, Shard };
+
+class Faults {
+ public:
+  virtual ~Faults() = default;
+  // Throws, kills this process or stalls it where the plan says so for (point, step); a stall also ends once
+  // `released` says so (polled).
+  virtual void at(FaultPoint point, int64_t step, const std::function<bool()>& released = {}) const;
+  // The loss this rank reports for `step` (a planned NaN replaces it).
+  virtual void corrupt_loss(int64_t step, at::Tensor loss) const;
+  // After the optimizer of `step`: a planned infinity goes into this rank's master weights (what a federation
+  // round must refuse to send).
+  virtual void corrupt_weights(int64_t step, at::Tensor master) const;
+
+  // The plan of a run that injects nothing.
+  static const Faults& none();
+};
+
+}  // namespace fedshard
