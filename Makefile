@@ -42,7 +42,7 @@ SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
           OMPI_MCA_memory=^patcher
 ASAN_ENV = $(SAN_ENV) LD_PRELOAD=$(abspath $(ASAN_BUILD))/keep_modules.so
 
-.PHONY: setup setup-hf build build-cuda build-asan build-tsan test test-cpu test-cuda test-asan test-asan-ci test-tsan fuzz \
+.PHONY: setup setup-hf build build-cuda build-asan build-tsan test test-cpu test-cuda test-asan test-asan-ci test-tsan soak fuzz \
         test-matrix demo clean
 setup:
 	@bash scripts/setup.sh
@@ -123,6 +123,12 @@ test: test-cpu test-asan-ci $(if $(WITH_CUDA),test-cuda,)
 MATRIX_PART ?= 0/1
 test-matrix: build
 	@python3 tests/pairwise.py $(BUILD)/fedshard --full --part $(MATRIX_PART)
+
+# The chaos test as a soak (docs/robustness.md: in-job recovery): SOAK_MINUTES of random kills on the CUDA variant's
+# build (Open MPI 5 with ULFM), its table printed at the end.
+SOAK_MINUTES ?= 60
+soak: setup-hf build-cuda
+	@PATH=$(abspath $(VENV))/bin:$$PATH python3 bench/chaos_soak.py $(CUDA_BUILD)/fedshard --minutes $(SOAK_MINUTES)
 
 data/brown/manifest.json: | build
 	@bash scripts/fetch-brown.sh

@@ -79,12 +79,12 @@ def held_groups(v):  # parallel.emulate 4x2 on 4 real ranks: 2 virtual groups pe
     return bool(v["parallel.emulate"]) and is_fl(v)
 
 
-def in_job_recovery(v):  # a lost group leaves and the others go on: fl-* in equal groups of one replica (an
-    # hsdp group of 2 with shard size 2 is one), step rounds, plain rounds, no emulation, the mpi backend
-    return (is_fl(v) and v["parallel.groups"] == "2,2" and not v["parallel.emulate"]
-            and not v["federation.round"].startswith("seconds:") and v["federation.overlap"] == "none"
-            and v["federation.compress"] == "none" and v["federation.inner_state"] != "average"
-            and v["parallel.backend"] == "mpi")
+def in_job_recovery(v):  # a lost group leaves and the others go on: none of the declared exceptions holds
+    return not any(refusal_holds(r, v) for r in UNRECOVERED)
+
+
+def groups_differ(v):  # 4,2 (fl-*: the groups are the federation's; emulated or not, as launched)
+    return is_fl(v) and v["parallel.groups"] == "4,2" and not v["parallel.emulate"]
 
 
 COMPUTED = {
@@ -96,11 +96,14 @@ COMPUTED = {
     "the backend (resolved at start-up) is nccl": lambda v: v["parallel.backend"] == "nccl",
     "each rank group holds several virtual groups": held_groups,
     "in-job recovery does not cover the job": lambda v: not in_job_recovery(v),
+    "the groups differ in size": groups_differ,
+    "parallel.emulate holds several groups or ranks per rank": lambda v: bool(v["parallel.emulate"]),
     # float8 is refused on the CPU before these are read; no configuration of this harness has a GPU.
     "this LibTorch has no `_scaled_mm` (before 2.5)": lambda v: not FLOAT8_LIBTORCH,
     "the GPU's compute capability is below 8.9": lambda v: False,
 }
 FLOAT8_LIBTORCH = False  # main(): from `fedshard --version`
+UNRECOVERED = []  # main(): the declared combinations in-job recovery does not cover
 
 
 def cond_holds(c, v):
@@ -258,7 +261,7 @@ def refusal_configs(space):
         elif comp == "each rank group holds several virtual groups":
             cfg["parallel.emulate"], cfg["parallel.groups"] = "4x2", "2,2"
         elif comp == "in-job recovery does not cover the job":
-            cfg["federation.overlap"] = "delayed"
+            cfg["parallel.groups"] = "4,2"  # unequal groups
         if cfg.get("parallel.emulate"):
             cfg["parallel.groups"] = "2,2"
         out.append((r, cfg, extra))
@@ -589,6 +592,11 @@ def main():
     a = p.parse_args()
     bin_ = os.path.abspath(a.bin)
     declared = json.loads(subprocess.check_output([bin_, "options", "--json"]))
+    UNRECOVERED[:] = declared["in_job_recovery"]["not_when"]
+    for r in UNRECOVERED:
+        if r["computed"] and r["computed"] not in COMPUTED:
+            sys.exit(f"pairwise: in-job recovery's rule {r['name']} computes '{r['computed']}', which this harness "
+                     "does not know")
     FLOAT8_LIBTORCH = libtorch_has_float8(bin_)
     space = Space(declared)
     if a.full:

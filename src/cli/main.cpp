@@ -10,7 +10,9 @@
 
 #include "cli/commands.h"
 #include "cli/startup.h"
+#include "comm/failure_watch.h"
 #include "comm/mpi_runtime.h"
+#include "comm/work.h"
 #include "util/build_info.h"
 #include "util/error.h"
 
@@ -76,20 +78,28 @@ int main(int argc, char** argv) {
       std::cerr << "fedshard: error: " << e.what() << std::endl;
       return 2;
     }
-    if (e.reporter())
-      std::cerr << "fedshard: error on rank " << rank() << " of " << world() << ": " << e.what() << std::endl;
+    const std::string line = cat("fedshard: error on rank ", rank(), " of ", world(), ": ", e.what());
     if (e.everywhere()) {
+      if (e.reporter()) std::cerr << line << std::endl;
       if (mpi && comm::MpiRuntime::peer_lost()) mpi->finish(2);  // MPI_Finalize may hang (comm/mpi_runtime.h)
       return 2;
     }
     // Found by some ranks mid-job: the others may be inside a collective, so end them all.
-    comm::MpiRuntime::abort(2);
+    comm::MpiRuntime::abort(2, e.reporter() ? line : "");
   } catch (const std::exception& e) {
-    std::cerr << "fedshard: rank " << rank() << " of " << world() << ": " << first_line(e) << std::endl;
     // The whole message, LibTorch's backtrace included, only when asked for.
     if (const char* debug = std::getenv("FEDSHARD_DEBUG"); debug && std::string(debug) == "1")
       std::cerr << "fedshard: rank " << rank() << " (FEDSHARD_DEBUG=1): " << e.what() << std::endl;
-    if (world() > 1) comm::MpiRuntime::abort(3);
+    // A peer lost mid-job (a collective failed on a dead rank, or on one a survivor revoked): say who, as the other
+    // ranks' failure watch does, once the library's failure detector knows (a revoked collective may fail first).
+    const bool peer = dynamic_cast<const comm::PeerLost*>(&e) != nullptr;
+    const auto lost = peer ? comm::FailureWatch::lost_ranks_within(2.0) : std::string();
+    const std::string line =
+        !peer ? cat("fedshard: rank ", rank(), " of ", world(), ": ", first_line(e))
+              : cat("fedshard: error on rank ", rank(), " of ", world(), ": lost rank(s) ", lost.empty() ? "?" : lost,
+                    ": ", first_line(e));
+    if (world() > 1) comm::MpiRuntime::abort(3, line);
+    std::cerr << line << std::endl;
     return 3;
   }
 }

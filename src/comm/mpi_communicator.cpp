@@ -150,7 +150,7 @@ WorkHandle MpiCommunicator::broadcast(const at::Tensor& inout, int root, Traffic
 WorkHandle MpiCommunicator::barrier() {
   return launch(Collective::Barrier, at::empty({0}), 0.0, Traffic::Control, [=] {
     MPI_Request req;
-    mpi_check(MPI_Ibarrier(comm_, &req), "MPI_Ibarrier");
+    mpi_check(serialized([&] { return MPI_Ibarrier(comm_, &req); }), "MPI_Ibarrier");
     wait_request(&req);
     return int64_t{0};
   });

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <initializer_list>
 #include <limits>
 #include <thread>
 #include <vector>
@@ -11,6 +12,11 @@
 #include "util/error.h"
 
 namespace fedshard::comm {
+
+int serialized(const std::function<int()>& call) {
+  std::lock_guard<std::mutex> lock(progress_mutex());
+  return call();
+}
 
 void mpi_check(int rc, const char* call) {
   if (rc == MPI_SUCCESS) return;
@@ -30,16 +36,41 @@ MPI_Datatype mpi_type(const at::Tensor& t) {
   }
 }
 
-// Spin briefly (small messages finish in microseconds), then sleep between tests so the comm thread does not
-// compete with compute on an oversubscribed node.
-void wait_request(MPI_Request* req) {
+namespace {
+
+// Tests until done, spinning briefly (small messages finish in microseconds), then sleeping between tests so the
+// comm thread does not compete with compute on an oversubscribed node; the error code of the last test.
+int poll(MPI_Request* req) {
   int done = 0;
   for (int spins = 0;; ++spins) {
-    mpi_check(MPI_Test(req, &done, MPI_STATUS_IGNORE), "MPI_Test");
-    if (done) return;
+    const int rc = serialized([&] { return MPI_Test(req, &done, MPI_STATUS_IGNORE); });
+    if (rc != MPI_SUCCESS || done) return rc;
     if (spins > 64) std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
 }
+
+// Throws for `rc`, the failed call of an exchange over comm, once the exchange's other requests have ended: after a
+// lost peer comm is revoked first, so that they do (a receive left posted into a buffer that is freed on the way
+// out would be written into later).
+[[noreturn]] void fail_exchange(int rc, const char* call, MPI_Comm comm, std::initializer_list<MPI_Request*> others) {
+  if (is_peer_failure(rc)) {
+    revoke_mpi_comm(comm);
+    for (MPI_Request* r : others)
+      if (*r != MPI_REQUEST_NULL) poll(r);
+  }
+  mpi_check(rc, call);
+  throw std::logic_error("fail_exchange without an error");
+}
+
+// Waits for a receive and a send posted together.
+void wait_pair(MPI_Comm comm, MPI_Request* recv, MPI_Request* send) {
+  if (const int rc = poll(recv); rc != MPI_SUCCESS) fail_exchange(rc, "MPI_Test", comm, {send});
+  mpi_check(poll(send), "MPI_Test");
+}
+
+}  // namespace
+
+void wait_request(MPI_Request* req) { mpi_check(poll(req), "MPI_Test"); }
 
 namespace {
 
@@ -53,15 +84,19 @@ int mod(int a, int p) { return ((a % p) + p) % p; }
 int64_t shift(const Ring& ring, const at::Tensor& send, const at::Tensor& recv) {
   FS_ASSERT(send.numel() <= std::numeric_limits<int>::max() && recv.numel() <= std::numeric_limits<int>::max(),
             "ring message exceeds MPI's int count");
-  MPI_Request reqs[2];
-  mpi_check(MPI_Irecv(recv.data_ptr(), static_cast<int>(recv.numel()), mpi_type(recv), mod(ring.rank - 1, ring.size),
-                      kRingTag, ring.comm, &reqs[0]),
+  MPI_Request reqs[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  mpi_check(serialized([&] {
+              return MPI_Irecv(recv.data_ptr(), static_cast<int>(recv.numel()), mpi_type(recv),
+                               mod(ring.rank - 1, ring.size), kRingTag, ring.comm, &reqs[0]);
+            }),
             "MPI_Irecv");
-  mpi_check(MPI_Isend(send.data_ptr(), static_cast<int>(send.numel()), mpi_type(send), mod(ring.rank + 1, ring.size),
-                      kRingTag, ring.comm, &reqs[1]),
-            "MPI_Isend");
-  wait_request(&reqs[0]);
-  wait_request(&reqs[1]);
+  if (const int rc = serialized([&] {
+        return MPI_Isend(send.data_ptr(), static_cast<int>(send.numel()), mpi_type(send), mod(ring.rank + 1, ring.size),
+                         kRingTag, ring.comm, &reqs[1]);
+      });
+      rc != MPI_SUCCESS)
+    fail_exchange(rc, "MPI_Isend", ring.comm, {&reqs[0]});
+  wait_pair(ring.comm, &reqs[0], &reqs[1]);
   return static_cast<int64_t>(send.nbytes());
 }
 
@@ -135,11 +170,17 @@ int64_t pairwise_all_to_all(const Ring& ring, const at::Tensor& in, const at::Te
   int64_t bytes = 0;
   for (int s = 1; s < p; ++s) {
     const int to = mod(r + s, p), from = mod(r - s, p);
-    MPI_Request reqs[2];
-    mpi_check(MPI_Irecv(seg.of(dst, from).data_ptr(), n, mpi_type(in), from, kRingTag, ring.comm, &reqs[0]), "MPI_Irecv");
-    mpi_check(MPI_Isend(seg.of(src, to).data_ptr(), n, mpi_type(in), to, kRingTag, ring.comm, &reqs[1]), "MPI_Isend");
-    wait_request(&reqs[0]);
-    wait_request(&reqs[1]);
+    MPI_Request reqs[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    mpi_check(serialized([&] {
+                return MPI_Irecv(seg.of(dst, from).data_ptr(), n, mpi_type(in), from, kRingTag, ring.comm, &reqs[0]);
+              }),
+              "MPI_Irecv");
+    if (const int rc = serialized([&] {
+          return MPI_Isend(seg.of(src, to).data_ptr(), n, mpi_type(in), to, kRingTag, ring.comm, &reqs[1]);
+        });
+        rc != MPI_SUCCESS)
+      fail_exchange(rc, "MPI_Isend", ring.comm, {&reqs[0]});
+    wait_pair(ring.comm, &reqs[0], &reqs[1]);
     bytes += static_cast<int64_t>(seg.of(src, to).nbytes());
   }
   return bytes;
@@ -162,13 +203,20 @@ int64_t chain_broadcast(const Ring& ring, const at::Tensor& buf, int root) {
     const auto part = flat.narrow(0, begin, std::min(chunk, n - begin));
     const int count = static_cast<int>(part.numel());
     if (receives) {
-      MPI_Request req;
-      mpi_check(MPI_Irecv(part.data_ptr(), count, mpi_type(part), prev, kRingTag, ring.comm, &req), "MPI_Irecv");
-      wait_request(&req);
+      MPI_Request req = MPI_REQUEST_NULL;
+      if (const int rc = serialized([&] {
+            return MPI_Irecv(part.data_ptr(), count, mpi_type(part), prev, kRingTag, ring.comm, &req);
+          });
+          rc != MPI_SUCCESS)
+        fail_exchange(rc, "MPI_Irecv", ring.comm, {&send_req});
+      if (const int rc = poll(&req); rc != MPI_SUCCESS) fail_exchange(rc, "MPI_Test", ring.comm, {&send_req});
     }
     if (sends) {
       if (send_req != MPI_REQUEST_NULL) wait_request(&send_req);
-      mpi_check(MPI_Isend(part.data_ptr(), count, mpi_type(part), next, kRingTag, ring.comm, &send_req), "MPI_Isend");
+      mpi_check(serialized([&] {
+                  return MPI_Isend(part.data_ptr(), count, mpi_type(part), next, kRingTag, ring.comm, &send_req);
+                }),
+                "MPI_Isend");
       bytes += static_cast<int64_t>(part.nbytes());
     }
   }

@@ -11,9 +11,13 @@
 #include <ATen/ATen.h>
 #include <mpi.h>
 
+#include <functional>
+
 namespace fedshard::comm {
 
 void mpi_check(int rc, const char* call);
+// An MPI call of a thread other than the one that agrees on failures, under comm::progress_mutex (survivors.h).
+int serialized(const std::function<int()>& call);
 MPI_Datatype mpi_type(const at::Tensor& t);
 // Polls a request to completion without pinning a core.
 void wait_request(MPI_Request* req);

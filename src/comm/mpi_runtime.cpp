@@ -5,7 +5,10 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
+#include <vector>
 
+#include "comm/failure_watch.h"
 #include "util/error.h"
 
 namespace fedshard::comm {
@@ -37,6 +40,12 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv) {
   comm_thread_ = std::make_unique<CommThread>();
   federation_thread_ = std::make_unique<CommThread>();
   g_runtime = this;
+  // Until a trainer says otherwise, a rank lost anywhere ends the job (start-up, evaluation, export ...).
+  if (world_size_ > 1) {
+    std::vector<int> ranks(static_cast<size_t>(world_size_));
+    for (int r = 0; r < world_size_; ++r) ranks[static_cast<size_t>(r)] = r;
+    FailureWatch::watch(MPI_COMM_WORLD, ranks);
+  }
 }
 
 void MpiRuntime::count_host_ranks(MPI_Comm comm, int key) {
@@ -49,6 +58,7 @@ void MpiRuntime::count_host_ranks(MPI_Comm comm, int key) {
 }
 
 MpiRuntime::~MpiRuntime() {
+  FailureWatch::stop();
   federation_thread_.reset();
   comm_thread_.reset();
   g_runtime = nullptr;
@@ -73,19 +83,26 @@ std::atomic<bool> g_peer_lost{false};
 }  // namespace
 
 void MpiRuntime::note_peer_lost() { g_peer_lost = true; }
-bool MpiRuntime::peer_lost() { return g_peer_lost; }
+bool MpiRuntime::peer_lost_seen() { return g_peer_lost; }
+bool MpiRuntime::peer_lost() { return g_peer_lost || !FailureWatch::lost_ranks().empty(); }
 
 void MpiRuntime::finish(int code) {
+  FailureWatch::stop();
   federation_thread_.reset();
   comm_thread_.reset();
   std::fflush(nullptr);
   std::_Exit(code);
 }
 
-void MpiRuntime::abort(int code) {
+void MpiRuntime::abort(int code, const std::string& line) {
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
+#ifdef FEDSHARD_MPI_ULFM
+  if (initialized && !finalized) FailureWatch::end(code, line);
+#endif
+  if (!line.empty()) std::fprintf(stderr, "%s\n", line.c_str());
+  std::fflush(nullptr);
   if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, code);
   std::_Exit(code);
 }

@@ -43,14 +43,17 @@ class MpiRuntime {
   // launch-rank order, so it takes the GPU and the threads of the rank it replaces.
   void count_host_ranks(MPI_Comm comm, int key);
 
-  // Ends every rank of the job (MPI_Abort); used when one rank cannot continue.
-  [[noreturn]] static void abort(int code);
+  // Ends every rank of the job after `line` on stderr (none if empty); used when one rank cannot continue. Under
+  // ULFM, where MPI_Abort does not end the others, this process ends itself and the others' failure watch ends
+  // them (comm/failure_watch.h); elsewhere MPI_Abort.
+  [[noreturn]] static void abort(int code, const std::string& line);
 
-  // Set once this process has seen a peer die (comm/survivors.h). Open MPI 5.0.11's MPI_Finalize then hangs in
-  // about one run of six (its closing fence over the world, the dead ranks included; a plain C program does it
-  // too), so such a rank ends with finish() instead.
+  // Set once this process has seen a peer die (comm/survivors.h), or its failure watch knows of one. Open MPI
+  // 5.0.11's MPI_Finalize then hangs in about one run of six (its closing fence over the world, the dead ranks
+  // included; a plain C program does it too), so such a rank ends with finish() instead.
   static void note_peer_lost();
   static bool peer_lost();
+  static bool peer_lost_seen();  // note_peer_lost was called (no lock taken: the failure watch asks it)
   // Ends this process with `code` without MPI_Finalize (its comm threads stopped, stdio flushed); mpirun
   // --with-ft ulfm counts it as finished.
   [[noreturn]] void finish(int code);

@@ -8,6 +8,7 @@
 #endif
 
 #include "comm/mpi_runtime.h"
+#include "comm/work.h"
 #include "util/error.h"
 
 namespace fedshard::comm {
@@ -30,6 +31,11 @@ bool is_peer_failure(int mpi_error) {
 #endif
 }
 
+std::mutex& progress_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+
 void revoke_mpi_comm(MPI_Comm comm) {
 #ifdef FEDSHARD_MPI_ULFM
   MPIX_Comm_revoke(comm);
@@ -41,6 +47,7 @@ void revoke_mpi_comm(MPI_Comm comm) {
 bool all_succeeded(MPI_Comm comm, bool mine) {
 #ifdef FEDSHARD_MPI_ULFM
   int flag = mine ? 1 : 0;
+  std::lock_guard<std::mutex> lock(progress_mutex());
   return MPIX_Comm_agree(comm, &flag) == MPI_SUCCESS && flag == 1;
 #else
   (void)comm;
@@ -61,6 +68,7 @@ Survivors shrink_after_failure(MPI_Comm comm) {
               "README: what happens when a node dies)");
 #else
   MpiRuntime::note_peer_lost();
+  std::lock_guard<std::mutex> lock(progress_mutex());
   int old_rank = 0, old_size = 0;
   MPI_Comm_rank(comm, &old_rank);
   MPI_Comm_size(comm, &old_size);
@@ -117,8 +125,13 @@ Regrouped regroup(const Survivors& survivors, const Layout& old) {
     if (!std::binary_search(survivors.lost.begin(), survivors.lost.end(), r)) alive.push_back(r);
   FS_ASSERT(static_cast<int>(alive.size()) == n, "survivors: ", n, " ranks alive but ", alive.size(), " not lost");
   const bool kept = !lost_groups.count(old.coords(alive[me]).group);
-  FS_CHECK(MPI_Comm_split(survivors.comm, kept ? 0 : MPI_UNDEFINED, me, &out.comm) == MPI_SUCCESS,
-           "MPI_Comm_split of the survivors failed");
+  const int rc = MPI_Comm_split(survivors.comm, kept ? 0 : MPI_UNDEFINED, me, &out.comm);
+  // A survivor that died meanwhile fails the split on some members only: all learn of it together.
+  if (!all_succeeded(survivors.comm, rc == MPI_SUCCESS)) {
+    if (rc == MPI_SUCCESS && out.comm != MPI_COMM_NULL) MPI_Comm_free(&out.comm);
+    FS_CHECK(rc == MPI_SUCCESS || is_peer_failure(rc), "MPI_Comm_split of the survivors failed: ", mpi_error_string(rc));
+    throw PeerLost("a rank was lost while the survivors regrouped");
+  }
   if (out.comm != MPI_COMM_NULL) MPI_Comm_set_errhandler(out.comm, MPI_ERRORS_RETURN);
   return out;
 }

@@ -6,6 +6,7 @@
 
 #include <mpi.h>
 
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,12 @@ std::string mpi_error_string(int mpi_error);
 bool is_peer_failure(int mpi_error);
 // Makes every member's pending and later operations on comm fail (no-op without ULFM: nothing fails there).
 void revoke_mpi_comm(MPI_Comm comm);
+
+// Open MPI 5.0.11's fault-tolerant agreement is not safe against MPI progress that other threads make meanwhile
+// (seen: with a round's collectives in flight on the comm threads, MPIX_Comm_agree answered "failed" on every member
+// while every member contributed success, in about one run of two): the agreement and the shrink run under this
+// lock, and the other threads' MPI calls (the comm threads' sends, receives and tests; the failure watch) take it.
+std::mutex& progress_mutex();
 
 // The ranks of a communicator still alive, in their old order, and the ranks it lost.
 struct Survivors {

@@ -9,6 +9,8 @@
 
 #include "comm/mpi_communicator.h"
 #include "comm/nccl_communicator.h"
+#include "comm/survivors.h"
+#include "comm/work.h"
 #include "util/error.h"
 
 namespace fedshard::comm {
@@ -90,8 +92,12 @@ std::unique_ptr<Communicator> Topology::split(const std::vector<int>& members, c
   const int color = in ? members.front() : MPI_UNDEFINED;
   const int key = in ? static_cast<int>(me - members.begin()) : 0;
   MPI_Comm comm;
-  if (MPI_Comm_split(base_, color, key, &comm) != MPI_SUCCESS)
-    throw std::runtime_error("MPI_Comm_split failed for communicator '" + name + "'");
+  if (const int rc = MPI_Comm_split(base_, color, key, &comm); rc != MPI_SUCCESS) {
+    const std::string what = "MPI_Comm_split failed for communicator '" + name + "': " + mpi_error_string(rc);
+    // A rank lost while the engine is rebuilt after another loss: one more loss (train/trainer.cpp).
+    if (is_peer_failure(rc)) throw PeerLost(what);
+    throw std::runtime_error(what);
+  }
   const Tier tier = in ? layout_.tier(members) : Tier::Node;
   if (spec.backend == "nccl") {
 #ifdef FEDSHARD_CUDA

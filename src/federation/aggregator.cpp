@@ -3,7 +3,9 @@
 #include <ATen/core/grad_mode.h>
 
 #include <algorithm>
+#include <exception>
 
+#include "comm/work.h"
 #include "util/error.h"
 
 namespace fedshard::federation {
@@ -19,6 +21,13 @@ struct Aggregator::Piece {
   bool reduced = false;
 };
 
+// inner_state = average: one optimizer moment of the round's units that have it, summed over each segment.
+struct Aggregator::StateSums {
+  std::vector<size_t> units;
+  std::vector<at::Tensor> moments;  // written once the round applies
+  std::unique_ptr<Round> sums;
+};
+
 struct Aggregator::Round {
   std::vector<size_t> units;
   double scale = 0;
@@ -28,6 +37,12 @@ struct Aggregator::Round {
   std::vector<Piece> pieces;     // compressed rounds
   std::vector<at::Tensor> sent;  // overlap: each unit's slice at begin
   std::vector<at::Tensor> result;  // the new global slices, once settled
+  std::vector<StateSums> state;    // inner_state = average, once arrived
+  // Compressed rounds: the error-feedback residuals of the round's units as they were before it, for a round
+  // dropped after a lost peer.
+  std::vector<at::Tensor> residual_before, mean_residual_before;
+  std::exception_ptr failed;  // a lost peer seen by progress(), thrown where the round is waited for
+  bool arrived = false;
   bool settled = false;
 };
 
@@ -269,6 +284,10 @@ Agreement Aggregator::begin(const std::vector<size_t>& units, double weight, con
   if (opts_.overlap)
     for (size_t u : units) round_->sent.push_back(slice_of(u, model_.units()[u]->flat().shard().detach()).clone());
   if (codec_ && !topo_.segments().empty()) {
+    for (size_t u : units) {
+      round_->residual_before.push_back(residual_[u].clone());
+      round_->mean_residual_before.push_back(mean_residual_[u].clone());
+    }
     issue_compressed(*round_, scale);
   } else {
     std::vector<at::Tensor> shards;
@@ -317,12 +336,17 @@ int64_t Aggregator::global_checksum() const {
 }
 
 void Aggregator::progress() {
-  if (!round_ || round_->settled) return;
+  if (!round_ || round_->settled || round_->failed) return;
   // In order, so that every rank queues the all-gathers on the federation lane in the same order.
-  for (auto& p : round_->pieces) {
-    if (p.reduced) continue;
-    if (!p.work->completed()) return;
-    reduce_piece(p);
+  try {
+    for (auto& p : round_->pieces) {
+      if (p.reduced) continue;
+      if (!p.work->completed()) return;
+      reduce_piece(p);
+    }
+  } catch (const comm::PeerLost&) {
+    // Inside a step: the survivors learn of it together where the round is waited for (arrive, settle).
+    round_->failed = std::current_exception();
   }
 }
 
@@ -330,8 +354,49 @@ void Aggregator::settle() {
   if (round_) settle(*round_);
 }
 
+void Aggregator::arrive_model() {
+  if (!round_ || round_->arrived) return;
+  if (round_->failed) std::rethrow_exception(round_->failed);
+  at::NoGradGuard no_grad;
+  for (auto& p : round_->pieces)
+    if (!p.reduced) reduce_piece(p);
+  for (auto& p : round_->pieces) p.work->wait();
+  for (auto& works : round_->works)
+    for (auto& w : works) w->wait();
+}
+
+void Aggregator::arrive() {
+  if (!round_ || round_->arrived) return;
+  arrive_model();
+  if (opts_.inner_state == "average") {
+    issue_state_sums(*round_);
+    for (auto& s : round_->state)
+      for (auto& works : s.sums->works)
+        for (auto& w : works) w->wait();
+  }
+  round_->arrived = true;
+}
+
+void Aggregator::issue_state_sums(Round& r) {
+  // Only the round's units: under streaming:F the other fragments' state belongs to their own rounds.
+  for (const char* key : {"exp_avg", "exp_avg_sq", "momentum_buffer"}) {
+    StateSums s;
+    for (size_t u : r.units)
+      if (inner_.state()[u].count(key)) {
+        s.units.push_back(u);
+        s.moments.push_back(inner_.state()[u].at(key));
+      }
+    if (s.units.empty()) continue;
+    s.sums = std::make_unique<Round>();
+    s.sums->units = s.units;
+    issue_sums(*s.sums, s.moments, r.scale, s.moments.front().scalar_type(), /*delta=*/false);
+    r.state.push_back(std::move(s));
+  }
+}
+
 void Aggregator::settle(Round& r) {
   if (r.settled) return;
+  if (r.failed) std::rethrow_exception(r.failed);
   at::NoGradGuard no_grad;
   for (auto& p : r.pieces)
     if (!p.reduced) reduce_piece(p);
@@ -385,45 +450,23 @@ void Aggregator::apply(Round& r) {
     if (opts_.overlap) slice.sub_(r.sent[i]).add_(r.result[i]);
     if (topo_.replica().size() > 1) gathers.push_back(topo_.replica().all_gather(slice, shard));
   }
-  for (auto& g : gathers) g->wait();
-}
-
-void Aggregator::average_state(const std::vector<size_t>& units, const std::vector<at::Tensor>& tensors, double scale) {
-  Round r;
-  r.units = units;
-  issue_sums(r, tensors, scale, tensors.front().scalar_type(), /*delta=*/false);
-  std::vector<comm::WorkHandle> gathers;
-  for (size_t i = 0; i < units.size(); ++i) {
-    for (auto& w : r.works[i]) w->wait();
-    auto slice = slice_of(units[i], tensors[i]);
-    slice.copy_(r.sums[i]);
-    if (topo_.replica().size() > 1) gathers.push_back(topo_.replica().all_gather(slice, tensors[i]));
-  }
+  for (auto& s : r.state)
+    for (size_t i = 0; i < s.units.size(); ++i) {
+      auto slice = slice_of(s.units[i], s.moments[i]);
+      slice.copy_(s.sums->sums[i]);
+      if (topo_.replica().size() > 1) gathers.push_back(topo_.replica().all_gather(slice, s.moments[i]));
+    }
   for (auto& g : gathers) g->wait();
 }
 
 void Aggregator::finish() {
   at::NoGradGuard no_grad;
   FS_ASSERT(round_, "no federation round in flight");
+  arrive();
   apply(*round_);
-  const double scale = round_->scale;
   const auto units = round_->units;
   round_.reset();
-  // Only the round's units: under streaming:F the other fragments' state belongs to their own rounds.
-  if (opts_.inner_state == "average") {
-    for (const char* key : {"exp_avg", "exp_avg_sq", "momentum_buffer"}) {
-      std::vector<size_t> with;
-      std::vector<at::Tensor> state;
-      for (size_t u : units)
-        if (inner_.state()[u].count(key)) {
-          with.push_back(u);
-          state.push_back(inner_.state()[u].at(key));
-        }
-      if (!state.empty()) average_state(with, state, scale);
-    }
-  } else if (opts_.inner_state == "reset") {
-    inner_.reset_state(units);
-  }
+  if (opts_.inner_state == "reset") inner_.reset_state(units);
 }
 
 bool Aggregator::sync(double weight, bool stop) {
@@ -455,7 +498,35 @@ std::vector<std::map<std::string, at::Tensor>> Aggregator::state() const {
   return out;
 }
 
-void Aggregator::abandon_round() { round_.reset(); }
+std::vector<size_t> Aggregator::drop_unsettled() {
+  if (!round_) return {};
+  if (round_->settled) return round_->units;
+  for (size_t i = 0; i < round_->residual_before.size(); ++i) {
+    residual_[round_->units[i]].copy_(round_->residual_before[i]);
+    mean_residual_[round_->units[i]].copy_(round_->mean_residual_before[i]);
+  }
+  round_.reset();
+  return {};
+}
+
+void Aggregator::redeal_mean_residual() {
+  if (!codec_) return;
+  at::NoGradGuard no_grad;
+  // Each chunk's residual is held by its owner only (zeros elsewhere): the sum over a segment's ranks is the
+  // segment's whole field, of which each rank keeps the chunks it now owns.
+  const auto& layout = topo_.layout();
+  for (size_t u = 0; u < mean_residual_.size(); ++u) {
+    const int64_t padded = model_.units()[u]->flat().padded_numel();
+    const int64_t slice_begin = layout.slice_range(padded, topo_.world_rank()).first;
+    std::vector<comm::WorkHandle> works;
+    for (const auto& s : topo_.segments()) {
+      const auto [a, b] = layout.segment_range(s.segment, padded);
+      works.push_back(s.comm->all_reduce(mean_residual_[u].narrow(0, a - slice_begin, b - a), comm::ReduceOp::Sum));
+    }
+    for (auto& w : works) w->wait();
+    mean_residual_[u].copy_(owned_part(u, mean_residual_[u]));
+  }
+}
 
 std::vector<size_t> Aggregator::round_units() const { return round_ ? round_->units : std::vector<size_t>{}; }
 

@@ -90,17 +90,32 @@ class Aggregator {
   Agreement begin(const std::vector<size_t>& units, double weight, const Vote& vote);
   void finish();
   bool in_flight() const { return round_ != nullptr; }
-  // After a lost peer (comm::PeerLost) in a round that has not been applied: forgets it, so the survivors can
-  // hold it again over new communicators. Its collectives end with the revoked ones.
-  void abandon_round();
+  // After a lost peer (comm::PeerLost), before the engine is rebuilt over the kept ranks: forgets a round that has
+  // not settled (restoring the error-feedback residuals it moved on), so the survivors can hold it again or go on
+  // without it; its collectives end with the revoked communicators. Returns the units of a settled round (a
+  // checkpoint's, settled on every rank: the trainer agrees on its arrival first), which goes on in flight in the new
+  // engine (restore_round, then its state handed over).
+  std::vector<size_t> drop_unsettled();
+  // After such a rebuild, compressed rounds: the averaged deltas' residuals dealt to their chunks' new owners
+  // (collective over the segments; the lost ranks' chunks start from zero).
+  void redeal_mean_residual();
   // A group that must stop (preemption) between rounds takes part in the next agreement from where it is,
   // so every group stops at its next step instead of at its next round: the groups at a round skip that
   // round (Agreement::issued false). Waits for this rank's half of a round in flight first, as a round would.
   Agreement vote_stop(const Vote& vote);
-  // Moves a compressed round in flight on to its second half once the first has arrived (call once a step).
+  // Moves a compressed round in flight on to its second half once the first has arrived (call once a step). A
+  // lost peer is kept for arrive() or settle() to throw.
   void progress();
   // Waits for the round in flight and computes its outcome without applying it (before a checkpoint).
   void settle();
+  // Waits until every unit's averaging of the round in flight (and, inner_state = average, of its optimizer
+  // state) has arrived on this rank, changing nothing: the round's last collectives across groups. A lost peer
+  // fails it here (or progress() saw it), before anything of the round is applied: in-job recovery agrees on
+  // that, then applies it (finish: local, and all-gathers inside the group).
+  void arrive();
+  // The model's part of arrive(): before a checkpoint, which keeps the round in flight (its optimizer state is
+  // averaged, inner_state = average, when it is finished).
+  void arrive_model();
   // 1 where this rank's slices hold a NaN or infinity, else 0: a device scalar, queued without a host sync.
   at::Tensor nonfinite_flag() const;
   // This rank's part of a checksum of the last global model: the sum of the bit patterns (as 32-bit integers)
@@ -112,8 +127,13 @@ class Aggregator {
   // under overlap, where no step ends with the groups equal). Collective over the world.
   template <typename Fn>
   void with_global_model(Fn&& fn) {
-    swap_in_global();
-    fn();
+    try {
+      swap_in_global();
+      fn();
+    } catch (...) {
+      swap_out_global();  // a lost peer: the recovery hands over this group's own model
+      throw;
+    }
     swap_out_global();
   }
 
@@ -135,6 +155,7 @@ class Aggregator {
  private:
   struct Round;
   struct Piece;
+  struct StateSums;
   at::Tensor slice_of(size_t unit, const at::Tensor& shard) const;
   Agreement agree(double weight, const Vote& vote, double* scale, double* carry);
   // Ends the job before the round sends anything when some group's model holds a non-finite value.
@@ -148,8 +169,9 @@ class Aggregator {
   void reduce_piece(Piece& p);  // owner: decode, sum, encode the mean chunk; all-gather it
   void settle(Round& r);
   void apply(Round& r);
-  // Optimizer-state averaging of `units` (inner_state = average): the plain path, no outer step.
-  void average_state(const std::vector<size_t>& units, const std::vector<at::Tensor>& tensors, double scale);
+  // inner_state = average: the optimizer moments of r's units summed over each segment (the plain path, no outer
+  // step), weighted as r's model.
+  void issue_state_sums(Round& r);
   void swap_in_global();
   void swap_out_global();
 

@@ -14,19 +14,14 @@ bool succeeded_everywhere(MPI_Comm comm, Agreement how, const std::function<void
   try {
     work();
   } catch (const comm::PeerLost&) {
-    if (how == Agreement::Succeeded && revoke) revoke();
+    if (revoke) revoke();
     done = false;
   }
-  switch (how) {
-    case Agreement::Seen: return done;
-    case Agreement::Succeeded: return comm::all_succeeded(comm, done);
-    case Agreement::Exchanged: return comm::all_exchanged(comm, done);
-  }
-  return done;
+  return how == Agreement::Succeeded ? comm::all_succeeded(comm, done) : comm::all_exchanged(comm, done);
 }
 
-Membership::Membership(int world, int64_t rejoin_after) : rejoin_after_(rejoin_after) {
-  for (int r = 0; r < world; ++r) launch_ranks_.push_back(r);
+Membership::Membership(const comm::Layout& layout, int64_t rejoin_after) : layout_(layout), rejoin_after_(rejoin_after) {
+  for (int r = 0; r < layout.world(); ++r) launch_ranks_.push_back(r);
 }
 
 Membership::~Membership() { set_base(MPI_COMM_WORLD); }
@@ -38,34 +33,49 @@ void Membership::set_base(MPI_Comm base) {
 
 std::optional<MembershipChange> Membership::with_recovery(bool recoverable, Agreement how, comm::Topology& topo,
                                                           const Position& at, const std::function<void()>& work,
-                                                          const std::function<bool()>& can_recover,
                                                           const std::function<void()>& before) {
   if (!recoverable) {
     work();
     return std::nullopt;
   }
-  if (how == Agreement::Seen) {
-    try {
-      work();
-      return std::nullopt;
-    } catch (const comm::PeerLost&) {
-      if (can_recover && !can_recover()) throw;
-    }
-  } else if (succeeded_everywhere(topo.base(), how, work, [&topo] { topo.revoke_all(); })) {
-    return std::nullopt;
-  }
+  const auto revoke = [&] {
+    topo.revoke_all();
+    comm::revoke_mpi_comm(base_);
+  };
+  if (succeeded_everywhere(base_, how, work, revoke)) return std::nullopt;
   if (before) before();
-  return lose(at, topo);
+  topo.revoke_all();
+  return lose(at);
 }
 
-MembershipChange Membership::lose(const Position& at, comm::Topology& topo) {
-  const comm::Layout old = topo.layout();
+MembershipChange Membership::lost(comm::Topology& topo, const Position& at) {
   topo.revoke_all();
-  auto survivors = comm::shrink_after_failure(topo.base());
-  auto kept = comm::regroup(survivors, old);
+  comm::revoke_mpi_comm(base_);
+  comm::all_succeeded(base_, false);
+  return lose(at);
+}
+
+MembershipChange Membership::lose(const Position& at) {
+  const comm::Layout old = layout_;
+  // Every rank alive in the base communicator, its group's (the one this rank trains in) known from the layout.
+  int me = 0;
+  MPI_Comm_rank(base_, &me);
+  const int my_group = old.coords(me).group;
+  comm::Survivors survivors;
+  comm::Regrouped kept;
+  for (;;) {
+    survivors = comm::shrink_after_failure(base_);
+    try {
+      kept = comm::regroup(survivors, old);
+      break;
+    } catch (const comm::PeerLost&) {
+      MPI_Comm_free(&survivors.comm);  // another rank died meanwhile: shrink again
+    }
+  }
   MPI_Comm_free(&survivors.comm);
   // Named as at launch: after an earlier loss or a rejoin, ranks of the base communicator are numbered differently.
   MembershipChange change;
+  change.during = at.during;
   for (int r : survivors.lost) change.lost_ranks.push_back(launch_ranks_.at(r));
   std::vector<int> kept_launch_ranks;
   for (int g : kept.lost_groups) {
@@ -79,16 +89,15 @@ MembershipChange Membership::lose(const Position& at, comm::Topology& topo) {
     for (int r : old.group_members(old.first_rank(g))) kept_launch_ranks.push_back(launch_ranks_.at(r));
   }
   const int launch_rank = comm::MpiRuntime::get().world_rank();
-  const int my_group = topo.coords().group;
   launch_ranks_ = kept_launch_ranks;
   rejoin_round_ = at.syncs + rejoin_after_;
   if (kept.comm == MPI_COMM_NULL)
     throw LeftJob{cat("rank ", launch_rank, " of group ", at.group_ids.at(my_group), ": lost rank(s) ",
-                      nlohmann::json(change.lost_ranks).dump(), " at step ", at.step, "; groups ",
+                      nlohmann::json(change.lost_ranks).dump(), " at step ", at.step, " (seen in: ", at.during, "); groups ",
                       nlohmann::json(change.lost_group_ids).dump(), " leave the job, which goes on with groups ",
                       nlohmann::json(change.group_ids).dump())};
   FS_CHECK(!kept.kept_groups.empty(), "every group lost a rank at step ", at.step);
-  change.layout = kept.layout;
+  change.layout = layout_ = kept.layout;
   set_base(kept.comm);
   changed_ = true;
   return change;
@@ -124,7 +133,7 @@ Membership::Growth Membership::grow(const Position& at, const comm::Layout& old,
     return out;
   }
   launch_ranks_ = plan.launch_ranks;
-  change.layout = comm::Layout(plan.group_sizes, old.shard_spec());
+  change.layout = layout_ = comm::Layout(plan.group_sizes, old.shard_spec());
   change.group_ids = plan.group_ids;
   set_base(grown.comm);
   changed_ = true;
@@ -133,6 +142,7 @@ Membership::Growth Membership::grow(const Position& at, const comm::Layout& old,
 }
 
 void Membership::joined(const JoinPlan& plan) {
+  layout_ = comm::Layout(plan.group_sizes, layout_.shard_spec());
   launch_ranks_ = plan.launch_ranks;
   base_ = plan.comm;
   changed_ = true;

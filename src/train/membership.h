@@ -24,17 +24,18 @@ struct LeftJob {
   std::string message;
 };
 
-// How the survivors of some work learn that a peer was lost during it.
+// How the survivors of some work agree that it succeeded everywhere. Every survivor of a loss learns of it in
+// one such agreement, the same one on all (its round's, evaluation's, checkpoint's, or a rejoin's transfer; a rank
+// whose group lost a rank during a step joins the next of them), so all change membership at the same point of the
+// run and go on from there together.
 enum class Agreement {
-  Seen,       // every survivor's work fails by itself (a round: every rank takes part in its agreement)
-  Succeeded,  // some may finish while others fail (an evaluation, a checkpoint): MPIX_Comm_agree after it
+  Succeeded,  // collectives: MPIX_Comm_agree after them (ULFM tells some members of a failure, not others)
   Exchanged,  // point-to-point work (a rejoin's state): a barrier, then the agreement (comm::all_exchanged)
 };
 
 // Runs `work` over `comm` and says whether it succeeded on every member, the same answer on all of them: a member
-// whose work threw comm::PeerLost counts as failed (with Agreement::Succeeded it first calls `revoke`, so that the
-// members still inside work's collectives leave them). With Agreement::Seen a failure is not agreed on: it is
-// this member's own.
+// whose work threw comm::PeerLost counts as failed, and first calls `revoke`, so that the members still inside
+// work's collectives leave them.
 bool succeeded_everywhere(MPI_Comm comm, Agreement how, const std::function<void()>& work,
                           const std::function<void()>& revoke = {});
 
@@ -45,17 +46,19 @@ struct MembershipChange {
   std::vector<int> group_ids;
   std::vector<int> lost_group_ids, lost_ranks;      // launch ranks
   std::vector<int> joined_group_ids, joined_ranks;  // launch ranks
+  std::string during;  // where the survivors learned of a loss (Position::during)
 };
 
 class Membership {
  public:
-  // rejoin_after: federation.rejoin_after (0: lost groups never rejoin).
-  Membership(int world, int64_t rejoin_after);
+  // layout: the job's as launched; rejoin_after: federation.rejoin_after (0: lost groups never rejoin).
+  Membership(const comm::Layout& layout, int64_t rejoin_after);
   ~Membership();
   Membership(const Membership&) = delete;
   Membership& operator=(const Membership&) = delete;
 
   MPI_Comm base() const { return base_; }
+  const comm::Layout& layout() const { return layout_; }
   const std::vector<int>& launch_ranks() const { return launch_ranks_; }
   // Groups were lost or rejoined: the job is no longer as launched.
   bool changed() const { return changed_; }
@@ -67,17 +70,19 @@ class Membership {
   struct Position {
     int64_t step = 0, syncs = 0;
     std::vector<int> group_ids;
+    std::string during;  // what the run was doing: "step", "round", "checkpoint", "evaluation", ...
   };
-  // Runs `work`, collectives over the base communicator and topo's communicators. In a recoverable job, where a
-  // peer is lost during it (on any rank: ULFM tells some survivors only), every survivor learns so (`how`),
-  // `before` runs, and the kept groups' change is returned (revoke every communicator, shrink the base
-  // communicator to the live ranks, keep the groups that lost none: comm::regroup); a rank of a lost group throws
-  // LeftJob instead. Where the job is not recoverable, or `can_recover` (asked at the failure) says no, the
-  // comm::PeerLost goes on up.
+  // Runs `work`, collectives over the base communicator and topo's communicators. In a recoverable job every
+  // survivor then agrees (`how`) whether it succeeded everywhere; where a peer was lost during it (on any rank:
+  // ULFM tells some survivors only), `before` runs and the kept groups' change is returned (revoke every
+  // communicator, shrink the base communicator to the live ranks, keep the groups that lost none: comm::regroup);
+  // a rank of a lost group throws LeftJob instead. In a job that is not recoverable `work` just runs.
   std::optional<MembershipChange> with_recovery(bool recoverable, Agreement how, comm::Topology& topo,
                                                 const Position& at, const std::function<void()>& work,
-                                                const std::function<bool()>& can_recover = {},
                                                 const std::function<void()>& before = {});
+  // A peer lost outside such work (during a step; or while a change was applied): revokes every communicator,
+  // says so in the survivors' next agreement, and returns the change as with_recovery does (or throws LeftJob).
+  MembershipChange lost(comm::Topology& topo, const Position& at);
 
   // The kept ranks' side of a rejoin after the round at at.step: starts replacements for every rank of the lost
   // groups (comm::spawn_replacements), sends them `plan` (filled in here with the grown job's layout and launch
@@ -93,9 +98,10 @@ class Membership {
   void joined(const JoinPlan& plan);
 
  private:
-  MembershipChange lose(const Position& at, comm::Topology& topo);
+  MembershipChange lose(const Position& at);
   void set_base(MPI_Comm base);
 
+  comm::Layout layout_;             // the groups training, over base_'s ranks
   MPI_Comm base_ = MPI_COMM_WORLD;  // the ranks training (the survivors' communicator after a loss)
   std::vector<int> launch_ranks_;   // per rank of base_: the launch rank it is (or, a replacement, stands for)
   // Groups lost and not rejoined: id and launch ranks. They rejoin after round rejoin_round_.

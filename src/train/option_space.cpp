@@ -305,6 +305,20 @@ const std::vector<RefusalDecl>& declared_refusals() {
     }
     {
       RefusalDecl d;
+      d.name = "rejoin-relaxed-rounds";
+      d.all = {{"federation.rejoin_after", Op::IsNot, {"0"}}};
+      d.any = {{"federation.overlap", Op::IsNot, {"none"}}, {"federation.compress", Op::IsNot, {"none"}}};
+      d.why = "not yet covered: a joining group is sent a rank's state between rounds, where an overlapped round is "
+              "still in flight, and compressed rounds' residuals are dealt by segment";
+      d.message = [](const Combination& c) {
+        return cat("federation.rejoin_after = ", c.cfg.rejoin_after, " is not covered with federation.overlap = ",
+                   c.cfg.overlap, " and federation.compress = ", c.cfg.compress, " (set both to none, or "
+                   "federation.rejoin_after = 0)");
+      };
+      v.push_back(d);
+    }
+    {
+      RefusalDecl d;
       d.name = "rejoin-outside-recovery";
       d.all = {{"federation.rejoin_after", Op::IsNot, {"0"}}};
       d.at_start = true;
@@ -312,9 +326,10 @@ const std::vector<RefusalDecl>& declared_refusals() {
       d.computed_says = "in-job recovery does not cover the job";
       d.why = "only groups that went on without a lost group can take it back";
       d.message = [](const Combination& c) {
-        return cat("federation.rejoin_after = ", c.cfg.rejoin_after, " needs in-job recovery, which covers fl-* with ",
-                   "equal groups of one replica each, step rounds, no overlap, no compression, inner_state keep or ",
-                   "reset, no emulation and the mpi backend");
+        const RuleDecl* why = nullptr;
+        recovered_in_job(c, &why);
+        return cat("federation.rejoin_after = ", c.cfg.rejoin_after, " needs in-job recovery, which does not cover ",
+                   "this job (", why ? why->name + ": " + why->why : std::string("?"), ")");
       };
       v.push_back(d);
     }
@@ -323,19 +338,65 @@ const std::vector<RefusalDecl>& declared_refusals() {
   return r;
 }
 
-void check_options(const Combination& c) {
-  for (const auto& r : declared_refusals()) {
-    if (r.at_start && !c.started) continue;
-    bool refused = true;
-    for (const auto& cond : r.all) refused = refused && cond.holds(c.cfg);
-    if (!r.any.empty()) {
-      bool some = false;
-      for (const auto& cond : r.any) some = some || cond.holds(c.cfg);
-      refused = refused && some;
+const std::vector<RuleDecl>& declared_unrecovered() {
+  static const std::vector<RuleDecl> r = [] {
+    std::vector<RuleDecl> v;
+    const auto rule = [&v](const std::string& name, std::vector<Cond> all, const std::string& why) {
+      RuleDecl d;
+      d.name = name;
+      d.all = std::move(all);
+      d.why = why;
+      v.push_back(d);
+    };
+    const auto started = [&v](const std::string& name, std::function<bool(const Combination&)> computed,
+                              const std::string& says, const std::string& why) {
+      RuleDecl d;
+      d.name = name;
+      d.at_start = true;
+      d.computed = std::move(computed);
+      d.computed_says = says;
+      d.why = why;
+      v.push_back(d);
+    };
+    rule("unfederated", {{"parallel.strategy", Op::In, kUnsharded}},
+         "one group: a lost rank takes shards that no other rank holds, and no group is left to go on");
+    rule("time-rounds", {{"federation.round", Op::StartsWith, {"seconds:"}}},
+         "not yet covered: the groups meet at different steps, so a loss learned of in a round leaves the kept "
+         "groups at different steps, and their token and data positions after it are not defined");
+    started("unequal-groups", [](const Combination& c) { return !c.equal_groups; }, "the groups differ in size",
+            "not yet covered: the kept groups' padding (a multiple of every group size) can change, and with it "
+            "every shard's bounds, which the hand-over keeps");
+    started("emulated", [](const Combination& c) { return c.emulated; }, "parallel.emulate holds several groups or "
+            "ranks per rank", "a real rank stands for several: its loss is theirs, and emulated runs keep no "
+            "checkpoints to go on from");
+    started("nccl", [](const Combination& c) { return c.backend == "nccl"; }, "the backend (resolved at start-up) is nccl",
+            "NCCL has no fault tolerance: a lost peer leaves the others inside a kernel, which only ending the "
+            "process leaves");
+    return v;
+  }();
+  return r;
+}
+
+bool recovered_in_job(const Combination& c, const RuleDecl** why) {
+  for (const auto& r : declared_unrecovered())
+    if (r.holds(c)) {
+      if (why) *why = &r;
+      return false;
     }
-    if (refused && r.computed) refused = r.computed(c);
-    FS_CHECK(!refused, r.message(c));
-  }
+  return true;
+}
+
+bool RuleDecl::holds(const Combination& c) const {
+  if (at_start && !c.started) return false;
+  for (const auto& cond : all)
+    if (!cond.holds(c.cfg)) return false;
+  if (!any.empty() && std::none_of(any.begin(), any.end(), [&](const Cond& cond) { return cond.holds(c.cfg); }))
+    return false;
+  return !computed || computed(c);
+}
+
+void check_options(const Combination& c) {
+  for (const auto& r : declared_refusals()) FS_CHECK(!r.holds(c), r.message(c));
 }
 
 namespace {
@@ -374,42 +435,55 @@ std::string cond_text(const Cond& c) {
 
 }  // namespace
 
+namespace {
+
+nlohmann::json rule_json(const RuleDecl& r) {
+  auto conds = [](const std::vector<Cond>& cs) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& c : cs) out.push_back({{"key", c.key}, {"op", op_name(c.op)}, {"values", c.values}});
+    return out;
+  };
+  return {{"name", r.name},          {"all", conds(r.all)},     {"any", conds(r.any)},
+          {"computed", r.computed ? r.computed_says : ""}, {"at_start", r.at_start}, {"why", r.why}};
+}
+
+// A rule's table row.
+std::string rule_row(const RuleDecl& r) {
+  std::vector<std::string> parts;
+  for (const auto& c : r.all) parts.push_back(cond_text(c));
+  if (!r.any.empty()) {
+    std::vector<std::string> any;
+    for (const auto& c : r.any) any.push_back(cond_text(c));
+    parts.push_back("one of: " + joined(any, "; "));
+  }
+  if (r.computed) parts.push_back(r.computed_says + (r.at_start ? " (at start-up)" : ""));
+  return "| " + joined(parts, " and ") + " | " + r.why + " |\n";
+}
+
+}  // namespace
+
 nlohmann::json option_space_json() {
   nlohmann::json j;
   for (const auto& o : declared_options())
     j["options"].push_back({{"key", o.key}, {"values", o.values}, {"levels", o.levels},
                             {"resume", rule_name(o.resume)}, {"resume_allowed", o.resume_allowed}});
-  for (const auto& r : declared_refusals()) {
-    auto conds = [](const std::vector<Cond>& cs) {
-      nlohmann::json out = nlohmann::json::array();
-      for (const auto& c : cs) out.push_back({{"key", c.key}, {"op", op_name(c.op)}, {"values", c.values}});
-      return out;
-    };
-    j["refusals"].push_back({{"name", r.name}, {"all", conds(r.all)}, {"any", conds(r.any)},
-                             {"computed", r.computed ? r.computed_says : ""}, {"at_start", r.at_start},
-                             {"why", r.why}});
-  }
+  for (const auto& r : declared_refusals()) j["refusals"].push_back(rule_json(r));
+  for (const auto& r : declared_unrecovered()) j["in_job_recovery"]["not_when"].push_back(rule_json(r));
   return j;
 }
 
 std::string option_space_markdown() {
   std::ostringstream os;
   os << "### Refused combinations\n\n| refused when | why |\n|---|---|\n";
-  for (const auto& r : declared_refusals()) {
-    std::vector<std::string> parts;
-    for (const auto& c : r.all) parts.push_back(cond_text(c));
-    if (!r.any.empty()) {
-      std::vector<std::string> any;
-      for (const auto& c : r.any) any.push_back(cond_text(c));
-      parts.push_back("one of: " + joined(any, "; "));
-    }
-    if (r.computed) parts.push_back(r.computed_says + (r.at_start ? " (at start-up)" : ""));
-    os << "| " << joined(parts, " and ") << " | " << r.why << " |\n";
-  }
+  for (const auto& r : declared_refusals()) os << rule_row(r);
   os << "\n### What a resume may change\n\n| option | change allowed | how the state is derived, or why refused |\n"
      << "|---|---|---|\n";
   for (const auto& o : declared_options())
     os << "| `" << o.key << "` | " << o.resume_allowed << " | " << o.resume_how << " |\n";
+  os << "\n### Not recovered in the job\n\nA lost rank ends these jobs (every rank, within seconds, one error line "
+     << "naming it); resume them from the last checkpoint. Every other federated job goes on without the lost "
+     << "rank's group.\n\n| not recovered when | why |\n|---|---|\n";
+  for (const auto& r : declared_unrecovered()) os << rule_row(r);
   return os.str();
 }
 

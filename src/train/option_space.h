@@ -24,7 +24,9 @@ struct Combination {
   std::string backend;      // parallel.backend resolved (auto: nccl for cuda in a CUDA build, else mpi)
   int units = 0;            // the model's units (embedding, each block, norm + head)
   int groups_per_rank = 1;  // parallel.emulate: virtual groups each real rank group holds
-  bool in_job_recovery = false;  // a lost group leaves and the others go on (train/setup.h: recovers_in_job)
+  bool emulated = false;    // parallel.emulate: virtual groups or virtual ranks (parallel/emulation.h: active)
+  bool equal_groups = true;  // the layout's groups are of one size
+  bool in_job_recovery = false;  // a lost group leaves and the others go on (recovered_in_job)
   int gpu_capability = 0;        // model.device = cuda: the rank's GPU's compute capability, major * 10 + minor
 };
 
@@ -59,20 +61,32 @@ struct Cond {
   bool holds(const TrainConfig& cfg) const;
 };
 
-// A refused combination: every `all` condition holds, at least one `any` condition (if there are any) holds,
-// and `computed` (arithmetic or start-up facts; null: none) says so.
-struct RefusalDecl {
+// A rule on combinations: it holds where every `all` condition holds, at least one `any` condition (if there are
+// any) holds, and `computed` (arithmetic or start-up facts; null: none) says so.
+struct RuleDecl {
   std::string name;  // a short id, for tables
   std::vector<Cond> all, any;
   std::function<bool(const Combination&)> computed;
   bool at_start = false;  // `computed` reads start-up facts
   std::string computed_says;  // `computed`, in words (tables)
   std::string why;            // the docs table's reason
-  std::function<std::string(const Combination&)> message;  // the error line
+  // Before start-up (c.started false) a rule that reads start-up facts does not hold.
+  bool holds(const Combination& c) const;
+};
+
+// A refused combination, and its error line.
+struct RefusalDecl : RuleDecl {
+  std::function<std::string(const Combination&)> message;
 };
 
 const std::vector<OptionDecl>& declared_options();
 const std::vector<RefusalDecl>& declared_refusals();
+// The federated combinations that in-job recovery does not cover, and why: where one holds, a lost rank ends the
+// job (comm/failure_watch.h) and the job is resumed from its last checkpoint.
+const std::vector<RuleDecl>& declared_unrecovered();
+// Whether a lost group leaves and the others go on in the job (c.started: the start-up facts are known); the
+// first unrecovered rule that holds, in `why` (may be null).
+bool recovered_in_job(const Combination& c, const RuleDecl** why = nullptr);
 const OptionDecl& declared_option(const std::string& key);
 
 // The value of `key` in cfg as the declaration compares it (numbers in decimal, lists comma-joined).

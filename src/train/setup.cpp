@@ -150,12 +150,7 @@ void check_float8_sizes(const TrainSetup& s) {
 
 // The refused combinations that need what only the job knows (train/option_space.h).
 void check_started_combination(const TrainSetup& s) {
-  Combination combination(s.cfg);
-  combination.started = true;
-  combination.backend = s.topology.backend;
-  combination.units = static_cast<int>(unit_layout(s.model).size());
-  combination.groups_per_rank = s.emulation.groups_per_rank;
-  combination.in_job_recovery = recovers_in_job(s);
+  auto combination = started_combination(s);
   combination.gpu_capability = s.cfg.device == "cuda" ? gpu_compute_capability(s.topology.device) : 0;
   check_options(combination);
   FS_CHECK(s.cfg.rejoin_after == 0 || built_with_ulfm(), "federation.rejoin_after = ", s.cfg.rejoin_after, " needs a ",
@@ -189,17 +184,19 @@ void find_resume(TrainSetup& s, int world_rank) {
 
 }  // namespace
 
-bool recovers_in_job(const TrainSetup& s) {
-  const auto& cfg = s.cfg;
-  const auto& layout = s.layout;
-  if (!s.strategy.federated || Cadence::timed_rounds(cfg)) return false;
-  // Equal groups: the kept groups' padding (a multiple of every group size) and so every shard stay as they were.
-  if (!layout.equal_groups()) return false;
-  for (int g = 0; g < layout.groups(); ++g)
-    if (layout.replicas(g) != 1) return false;  // a round ends by an all-gather inside the group
-  return cfg.overlap == "none" && cfg.compress == "none" && cfg.inner_state != "average" && !s.emulation.active() &&
-         s.topology.backend == "mpi";
+Combination started_combination(const TrainSetup& s) {
+  Combination c(s.cfg);
+  c.started = true;
+  c.backend = s.topology.backend;
+  c.units = static_cast<int>(unit_layout(s.model).size());
+  c.groups_per_rank = s.emulation.groups_per_rank;
+  c.emulated = s.emulation.active();
+  c.equal_groups = s.layout.equal_groups();
+  c.in_job_recovery = recovered_in_job(c);
+  return c;
 }
+
+bool recovers_in_job(const TrainSetup& s) { return started_combination(s).in_job_recovery; }
 
 TrainSetup prepare_training(const TrainConfig& cfg, int world_size, int world_rank) {
   TrainSetup s;

@@ -22,6 +22,7 @@
 #include "train/checkpoint.h"
 #include "train/config.h"
 #include "train/join_plan.h"
+#include "train/option_space.h"
 #include "util/faults.h"
 
 namespace fedshard::train {
@@ -46,8 +47,9 @@ struct TrainSetup {
 };
 
 TrainSetup prepare_training(const TrainConfig& cfg, int world_size, int world_rank);
-// Whether a lost group's loss is recovered in the job (ULFM: comm/survivors.h): fl-*, step rounds, equal groups
-// of one replica each, no overlap or compression, inner_state keep or reset, no emulation, the mpi backend.
+// The combination as started (train/option_space.h): the configuration and the start-up facts.
+Combination started_combination(const TrainSetup& s);
+// Whether a lost group's loss is recovered in the job (ULFM: comm/survivors.h): no declared_unrecovered rule holds.
 bool recovers_in_job(const TrainSetup& s);
 // In a replacement started by Trainer::rejoin (comm::join_spawning_job's `comm`): receives the JoinPlan and
 // prepares as a rank of the grown job's layout; no checkpoint and no Hugging Face model is read (the state

@@ -11,6 +11,7 @@
 #include <limits>
 #include <thread>
 
+#include "comm/failure_watch.h"
 #include "comm/ledger.h"
 #include "comm/link_emulation.h"
 #include "comm/mpi_ops.h"
@@ -115,7 +116,7 @@ Trainer::Trainer(TrainSetup setup, const Faults& faults)
     : s_(std::move(setup)),
       faults_(faults),
       cadence_(s_.cfg, s_.strategy.federated, !s_.emulation.active()),
-      membership_(s_.layout.world(), s_.cfg.rejoin_after),
+      membership_(s_.layout, s_.cfg.rejoin_after),
       log_(s_.cfg) {
   const auto& cfg = s_.cfg;
   configure_link_emulation(cfg);
@@ -123,6 +124,7 @@ Trainer::Trainer(TrainSetup setup, const Faults& faults)
   engine_ = parallelize(engine_spec(place_rank()));
   topo_ = engine_.topo.get();
   sharded_ = engine_.sharded.get();
+  watch_membership();
   lr_ = {cfg.lr, cfg.lr * cfg.min_lr_ratio, cfg.warmup_steps >= 0 ? cfg.warmup_steps : cfg.steps / 10, cfg.steps};
   make_rounds();
   if (rounds_ && topo_->layout().groups() > 1) notice_.emplace(topo_->layout(), topo_->world_rank(), membership_.base());
@@ -390,7 +392,7 @@ Trainer::StepResult Trainer::train_step(int64_t step) {
     if (s_.cfg.eval_group_model && rounds_->due(step, g.time_up)) {
       const auto e0 = Clock::now();
       const auto c0 = comm::Ledger::instance().snapshot();
-      log_eval(step, "group", topo_->group());
+      evaluate_group(step);
       excluded_comm = comm::Ledger::instance().snapshot() - c0;
       excluded_seconds = seconds_since(e0);
     }
@@ -471,24 +473,20 @@ federation::Vote Trainer::vote(int64_t step, bool nonfinite) const {
   return v;
 }
 
-void Trainer::federate(int64_t step, bool nonfinite, StepResult& r) {
+bool Trainer::begin_round(int64_t step, bool nonfinite, StepResult& r) {
   const auto& cfg = s_.cfg;
   auto& agg = *engine_.aggregator;
   if (agg.in_flight()) agg.finish();
   // Held groups enter the round as their mean, weighted as all of them, and all leave it with the result.
   if (held_) held_->combine(cfg.inner_state == "average");
-  round_unapplied_ = true;
   r.round = agg.begin(rounds_->units(step), rounds_->weight(step), vote(step, nonfinite));
   r.agreed = true;
   r.stop = r.round.any.stop;
   // Another group stopped between rounds: this round is held first thing after the resume.
   pending_round_ = !r.round.issued;
-  if (pending_round_) {
-    round_unapplied_ = false;
-    return;
-  }
+  if (pending_round_) return false;
   // After a membership change every group must meet at the same step of a step round: a group that completed a
-  // round the others lost (ULFM reports a failure to some survivors only) would mix its later model into theirs.
+  // round the others lost would mix its later model into theirs.
   if (membership_.changed() && !cadence_.timed()) {
     const auto& steps = r.round.steps;
     if (std::any_of(steps.begin(), steps.end(), [&](int64_t s) { return s != steps.front(); }))
@@ -498,8 +496,13 @@ void Trainer::federate(int64_t step, bool nonfinite, StepResult& r) {
           .everywhere(true);
   }
   rounds_->count_sync(step);
-  if (!rounds_->leave_in_flight(r.round.any.last)) agg.finish();
-  round_unapplied_ = false;
+  if (!rounds_->leave_in_flight(r.round.any.last)) agg.arrive();
+  return true;
+}
+
+void Trainer::end_round(int64_t step, StepResult& r) {
+  const auto& cfg = s_.cfg;
+  if (!rounds_->leave_in_flight(r.round.any.last)) engine_.aggregator->finish();
   if (held_) held_->distribute(cfg.inner_state != "keep");
   r.aggregated = true;
   if (cfg.audit) audit_round(step);
@@ -509,34 +512,63 @@ void Trainer::federate(int64_t step, bool nonfinite, StepResult& r) {
   }
 }
 
+void Trainer::federate(int64_t step, bool nonfinite, StepResult& r) {
+  if (begin_round(step, nonfinite, r)) end_round(step, r);
+}
+
 void Trainer::federate_surviving(int64_t step, bool nonfinite, StepResult& r) {
+  // The round in flight (overlap) first: applied once it has arrived everywhere; one that a lost rank stopped is
+  // dropped, each group's model as it is, and this round averages them (one a checkpoint settled goes on).
+  while (engine_.aggregator->in_flight())
+    if (!recovering(step, "round arrival", Agreement::Succeeded, [&] { engine_.aggregator->arrive(); }))
+      engine_.aggregator->finish();
   const auto schedule = *rounds_;
-  const auto t0 = Clock::now();
-  const auto change = membership_.with_recovery(
-      recoverable(), Agreement::Seen, *topo_, position(step), [&] { federate(step, nonfinite, r); },
-      [this] { return round_unapplied_; });
-  if (!change) return;
-  // Every survivor stopped before applying the round (a round applies after all of its averaging has
-  // arrived): held again by the kept groups, it averages their models only, weighted as before.
-  round_unapplied_ = false;
-  rounds_ = schedule;
-  apply_loss(step, *change, t0);
-  r.round = {};
-  federate(step, nonfinite, r);
+  bool issued = false;
+  // A round is applied only once every rank's averaging has arrived and all agree it did: one lost before leaves
+  // every model as it was, and the kept groups hold the round again, weighted as before, without the lost ones.
+  const auto unbegun = [&] { rounds_ = schedule; };
+  while (recovering(step, "round", Agreement::Succeeded, [&] { issued = begin_round(step, nonfinite, r); }, unbegun))
+    r.round = {};
+  if (issued) end_round(step, r);
 }
 
 bool Trainer::recoverable() const { return recovers_in_job(s_); }
 
-Membership::Position Trainer::position(int64_t step) const {
-  return {step, rounds_ ? rounds_->syncs() : 0, s_.group_ids};
+void Trainer::watch_membership() {
+  comm::FailureWatch::watch(membership_.base(), membership_.launch_ranks());
+  watch_progress();
 }
 
-bool Trainer::recovering(int64_t step, Agreement how, const std::function<void()>& work,
-                         const std::function<bool()>& can_recover, const std::function<void()>& before) {
+void Trainer::watch_progress() {
+  // A recovery waits for the other groups' next round: allow three rounds of the steps so far, 20 s at least.
+  const double mean_step = timed_tokens_ > 0 ? step_seconds_sum_ * world_tokens_per_step() / timed_tokens_ : 0;
+  comm::FailureWatch::expect_recovery(recoverable(), std::max(20.0, 3.0 * (s_.cfg.sync_every + 1) * mean_step));
+  comm::FailureWatch::progress();
+}
+
+Membership::Position Trainer::position(int64_t step, const char* during) const {
+  return {step, rounds_ ? rounds_->syncs() : 0, s_.group_ids, during};
+}
+
+bool Trainer::recovering(int64_t step, const char* during, Agreement how, const std::function<void()>& work,
+                         const std::function<void()>& before) {
   const auto t0 = Clock::now();
-  const auto change = membership_.with_recovery(recoverable(), how, *topo_, position(step), work, can_recover, before);
-  if (change) apply_loss(step, *change, t0);
-  return change.has_value();
+  auto change = membership_.with_recovery(recoverable(), how, *topo_, position(step, during), work, before);
+  if (!change) return false;
+  apply_surviving(step, std::move(*change), t0);
+  return true;
+}
+
+void Trainer::apply_surviving(int64_t step, MembershipChange change, Clock::time_point t0) {
+  // Another loss while the change is applied (the engine rebuilt over the kept ranks) is one more change.
+  for (;;) {
+    try {
+      apply_loss(step, change, t0);
+      return;
+    } catch (const comm::PeerLost&) {
+      change = membership_.lost(*topo_, position(step, "recovery"));
+    }
+  }
 }
 
 void Trainer::apply_loss(int64_t step, const MembershipChange& change, Clock::time_point t0) {
@@ -555,8 +587,10 @@ void Trainer::apply_loss(int64_t step, const MembershipChange& change, Clock::ti
                    {"lost_ranks", change.lost_ranks},
                    {"group_ids", change.group_ids},
                    {"group_sizes", change.layout.group_sizes()},
+                   {"during", change.during},
                    {"recover_s", seconds}},
-                  cat("fedshard: lost rank(s) ", json_list(change.lost_ranks), " at step ", step, ": groups ",
+                  cat("fedshard: lost rank(s) ", json_list(change.lost_ranks), " at step ", step, " (seen in: ",
+                      change.during, "): groups ",
                       json_list(change.lost_group_ids), " left the job, groups ", json_list(change.group_ids),
                       " go on (", two_decimals(seconds), " s)"),
                   step);
@@ -569,21 +603,23 @@ void Trainer::rebuild(const comm::Layout& layout, std::vector<int> group_ids) {
   // The new engine starts from the seed's parameters (not from disk, even where the run began from a Hugging
   // Face checkpoint); this rank's state is then handed over from the old one, whose communicators may be revoked.
   // Both are held meanwhile: a rank's model and optimizer state twice, briefly.
+  // The old engine's collectives still queued on the comm threads end first (with errors where their
+  // communicators are revoked): they write into its buffers (a dropped round's too) and use its communicators.
+  for (auto lane : {comm::Lane::Inner, comm::Lane::Federation}) comm::MpiRuntime::get().comm_thread(lane).drain();
   auto spec = engine_spec(sharded_->options().device);
   spec.init = {};
   Engine next = parallelize(spec);
-  engine_.aggregator->abandon_round();
+  next.aggregator->restore_round(engine_.aggregator->drop_unsettled());
   hand_over(engine_, next);
   notice_.reset();
   {
-    // The old engine's collectives still queued on the comm threads end (with errors where their communicators
-    // are revoked) before those communicators are freed with it.
-    for (auto lane : {comm::Lane::Inner, comm::Lane::Federation}) comm::MpiRuntime::get().comm_thread(lane).drain();
     Engine old = std::move(engine_);
     engine_ = std::move(next);
   }
+  engine_.aggregator->redeal_mean_residual();
   topo_ = engine_.topo.get();
   sharded_ = engine_.sharded.get();
+  watch_membership();
   if (topo_->layout().groups() > 1) notice_.emplace(topo_->layout(), topo_->world_rank(), membership_.base());
   s_.partition = data::partition_windows(*s_.train, s_.cfg.partition, layout.group_sizes(), s_.cfg.seed);
   samplers_.clear();
@@ -602,7 +638,7 @@ void Trainer::rejoin(int64_t step) {
   plan.syncs = rounds_->syncs();
   plan.launch_world = comm::MpiRuntime::get().world_size();
   plan.peak_flops = peak_flops_;
-  const auto grown = membership_.grow(position(step), old, plan, comm::MpiRuntime::get().argv());
+  const auto grown = membership_.grow(position(step, "rejoin"), old, plan, comm::MpiRuntime::get().argv());
   const auto& joined = grown.group_ids;
   // Where the replacements do not join, the job goes on without them and says why.
   const auto not_joined = [&](const std::string& why, const std::vector<int>& ids) {
@@ -627,7 +663,7 @@ void Trainer::rejoin(int64_t step) {
     // Inside the agreement below: a member waiting here on a dead one is released as from a receive.
     comm::mpi_check(MPI_Reduce(&sent_bytes, &state_bytes, 1, MPI_INT64_T, MPI_SUM, 0, membership_.base()), "MPI_Reduce");
   };
-  if (recovering(step, Agreement::Exchanged, transfer, {}, [&] { not_joined("a rank was lost during the join", joined); }))
+  if (recovering(step, "rejoin", Agreement::Exchanged, transfer, [&] { not_joined("a rank was lost during the join", joined); }))
     return;
   if (s_.cfg.audit) audit_join(step, sent_bytes);
   const double seconds = seconds_since(t0);
@@ -698,13 +734,26 @@ Trainer::Next Trainer::conclude(const StepResult& r, bool replayed) {
       timed_tokens_ += static_cast<double>(world_tokens_per_step());  // the world may change (a lost group)
     }
     if (step % s_.cfg.log_every == 0 || due.last) log_step(r);
+    watch_progress();
   }
   if (cadence_.timed() && r.aggregated) log_.round(step, tokens_through(step), r.round.steps);
-  if (due.evaluate) evaluate_global(step);
+  if (due.evaluate) {
+    evaluate_global(step);
+    watch_progress();
+  }
   if (!replayed)
     log_.progress(step, r.loss, r.lr, tokens_per_second(static_cast<double>(world_tokens_per_step()), r.seconds),
                   last_val_ppl_);
-  if (due.checkpoint && recovering(step, Agreement::Succeeded, [&] { save(r); })) save(r);
+  if (due.checkpoint) {
+    // A round in flight is settled into the checkpoint: its averaging first arrives everywhere (or, lost, is
+    // dropped everywhere), so that a loss during the writing finds every rank with the same round.
+    while (engine_.aggregator && engine_.aggregator->in_flight() &&
+           recovering(step, "checkpoint", Agreement::Succeeded, [&] { engine_.aggregator->arrive_model(); })) {
+    }
+    while (recovering(step, "checkpoint", Agreement::Succeeded, [&] { save(r); })) {
+    }
+    watch_progress();
+  }
   if (!r.stop) return due.last ? Next::End : Next::Continue;
   log_.finish_progress();
   if (profiler_) profiler_->finish();
@@ -760,30 +809,27 @@ void Trainer::save(const StepResult& r) {
 }
 
 void Trainer::evaluate_global(int64_t step) {
-  // Under overlap no step ends with the groups equal: the global model is swapped in to be evaluated.
-  if (s_.cfg.overlap != "none") {
-    engine_.aggregator->with_global_model([&] { log_eval(step, "global", topo_->world()); });
-    return;
-  }
   // Written once, after every rank agreed that the evaluation succeeded.
   EvalResult e;
   const auto work = [&] {
     faults_.at(FaultPoint::Eval, step);
-    e = evaluate(*sharded_, *s_.val, s_.cfg.eval_windows, s_.cfg.batch_size, topo_->world());
+    const auto eval = [&] { e = evaluate(*sharded_, *s_.val, s_.cfg.eval_windows, s_.cfg.batch_size, topo_->world()); };
+    // Under overlap no step ends with the groups equal: the global model is swapped in to be evaluated.
+    if (s_.cfg.overlap != "none")
+      engine_.aggregator->with_global_model(eval);
+    else
+      eval();
   };
-  if (recovering(step, Agreement::Succeeded, work)) work();
+  while (recovering(step, "evaluation", Agreement::Succeeded, work)) {
+  }
   last_val_loss_ = e.loss;
   last_val_ppl_ = e.ppl;
   log_.eval(step, tokens_through(step), "global", e, seconds_since(run_start_));
 }
 
-void Trainer::log_eval(int64_t step, const std::string& model_kind, comm::Communicator& comm) {
-  const auto e = evaluate(*sharded_, *s_.val, s_.cfg.eval_windows, s_.cfg.batch_size, comm);
-  if (model_kind == "global") {
-    last_val_loss_ = e.loss;
-    last_val_ppl_ = e.ppl;
-  }
-  log_.eval(step, tokens_through(step), model_kind, e, seconds_since(run_start_));
+void Trainer::evaluate_group(int64_t step) {
+  const auto e = evaluate(*sharded_, *s_.val, s_.cfg.eval_windows, s_.cfg.batch_size, topo_->group());
+  log_.eval(step, tokens_through(step), "group", e, seconds_since(run_start_));
 }
 
 nlohmann::json Trainer::link_summary() const {
@@ -791,6 +837,21 @@ nlohmann::json Trainer::link_summary() const {
   for (comm::Tier t : comm::kTiers)
     if (auto l = comm::LinkEmulator::instance().link(t)) j[comm::tier_metric_key(t)] = comm::describe(*l);
   return j;
+}
+
+Trainer::Next Trainer::lost_outside_agreement(int64_t step, const std::function<Next()>& work) {
+  try {
+    return work();
+  } catch (const comm::PeerLost&) {
+    if (!recoverable()) throw;
+  }
+  // Lost in a group's own collectives (a step's, a round's all-gathers inside the group): that group's ranks leave
+  // at the kept groups' next agreement; a kept rank cannot take its step again (its optimizer may have stepped).
+  const auto t0 = Clock::now();
+  apply_surviving(step, membership_.lost(*topo_, position(step, "step")), t0);
+  throw Error(cat("a rank was lost during step ", step, ", where this rank's group cannot take the step again ",
+                  "(in-job recovery covers losses that the kept groups learn of in an agreement); resume from the ",
+                  "last checkpoint"));
 }
 
 TrainSummary Trainer::run() {
@@ -809,21 +870,26 @@ TrainSummary Trainer::run() {
     }
     for (step = tokens_.start_step; step <= cadence_.steps() && next == Next::Continue; ++step) {
       if (profiler_) profiler_->before_step(step);
-      StepResult r;
-      // Lost in a group's per-step collectives: that group's ranks leave; a kept rank cannot take its step
-      // again (its optimizer may have stepped).
-      if (recovering(step, Agreement::Seen, [&] { r = train_step(step); }))
-        throw Error(cat("a rank was lost during step ", step, ", where this rank's group cannot take the step again ",
-                        "(in-job recovery covers losses that the kept groups see at a federation round); resume ",
-                        "from the last checkpoint"));
-      r.profiled = profiler_ && profiler_->after_step(step);
-      next = conclude(r, /*replayed=*/false);
+      next = lost_outside_agreement(step, [&] {
+        StepResult r = train_step(step);
+        r.profiled = profiler_ && profiler_->after_step(step);
+        return conclude(r, /*replayed=*/false);
+      });
       // Lost groups come back after a round, federation.rejoin_after rounds after they were lost.
       if (next == Next::Continue && rounds_ && rounds_->steps_since_sync() == 0 &&
           membership_.rejoin_due(rounds_->syncs()))
         rejoin(step);
       if (next != Next::Continue) last_step = step;
     }
+    if (next == Next::Stop) {
+      TrainSummary stopped;
+      stopped.steps = last_step;
+      stopped.preempted = true;
+      return stopped;
+    }
+    log_.finish_progress();
+    if (profiler_) profiler_->finish();
+    return finish(last_step, seconds_since(run_start_), comm::Ledger::instance().snapshot() - comm_start);
   } catch (const LeftJob& e) {
     // A rank whose group lost a rank leaves, saying why; the job goes on without it.
     std::fprintf(stderr, "fedshard: %s\n", e.message.c_str());
@@ -832,15 +898,6 @@ TrainSummary Trainer::run() {
     left.left = true;
     return left;
   }
-  if (next == Next::Stop) {
-    TrainSummary stopped;
-    stopped.steps = last_step;
-    stopped.preempted = true;
-    return stopped;
-  }
-  log_.finish_progress();
-  if (profiler_) profiler_->finish();
-  return finish(last_step, seconds_since(run_start_), comm::Ledger::instance().snapshot() - comm_start);
 }
 
 TrainSummary Trainer::finish(int64_t last_step, double wall_s, const comm::LedgerSnapshot& comm_total) {
@@ -848,13 +905,20 @@ TrainSummary Trainer::finish(int64_t last_step, double wall_s, const comm::Ledge
   // between strategies; and what each rank's training steps sent per tier (groups of different sizes send
   // different amounts).
   const at::Device device = sharded_->options().device;
-  const int world = topo_->layout().world(), rank = topo_->world_rank();
-  auto per_rank = at::zeros({world, 2 + comm::kNumTiers}, at::TensorOptions().dtype(at::kDouble).device(device));
-  per_rank[rank][0] = peak_rss_mb();
-  if (device.is_cuda()) per_rank[rank][1] = device_peak_allocated_bytes(device.index()) / (1024.0 * 1024.0);
-  for (comm::Tier t : comm::kTiers) per_rank[rank][2 + static_cast<int>(t)] = step_bytes_[static_cast<int>(t)];
-  topo_->world().all_reduce(per_rank, comm::ReduceOp::Sum, comm::Traffic::Control)->wait();
+  at::Tensor per_rank;
+  const auto gather = [&] {
+    const int world = topo_->layout().world(), rank = topo_->world_rank();
+    per_rank = at::zeros({world, 2 + comm::kNumTiers}, at::TensorOptions().dtype(at::kDouble).device(device));
+    per_rank[rank][0] = peak_rss_mb();
+    if (device.is_cuda()) per_rank[rank][1] = device_peak_allocated_bytes(device.index()) / (1024.0 * 1024.0);
+    for (comm::Tier t : comm::kTiers) per_rank[rank][2 + static_cast<int>(t)] = step_bytes_[static_cast<int>(t)];
+    topo_->world().all_reduce(per_rank, comm::ReduceOp::Sum, comm::Traffic::Control)->wait();
+  };
+  // Over the kept ranks where one is lost meanwhile.
+  while (recovering(last_step, "summary", Agreement::Succeeded, gather)) {
+  }
   per_rank = per_rank.to(at::kCPU);
+  const int world = topo_->layout().world(), rank = topo_->world_rank();
   const auto column = [&](int c) {
     const at::Tensor t = per_rank.select(1, c).contiguous();
     return std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());

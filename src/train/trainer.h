@@ -89,10 +89,13 @@ class Trainer {
 
   // This group's vote at `step` (a round's, or a stop's between rounds).
   federation::Vote vote(int64_t step, bool nonfinite) const;
-  // The round after `step`: finishes the one in flight, agrees, issues this one (finishes it unless it may
-  // stay in flight). Sets r's round, stop and aggregated.
-  void federate(int64_t step, bool nonfinite, StepResult& r);
-  // federate(), and where ranks are lost before the round is applied: the round again, without the lost groups.
+  // The round after `step`: finishes the one in flight, agrees, issues this one and (unless it may stay in flight)
+  // waits until its averaging has arrived, applying nothing; false where no round was issued (another group
+  // stopped between rounds). end_round applies it. Set r's round, stop and aggregated.
+  bool begin_round(int64_t step, bool nonfinite, StepResult& r);
+  void end_round(int64_t step, StepResult& r);
+  void federate(int64_t step, bool nonfinite, StepResult& r);  // both, no recovery (a round held after a resume)
+  // The round, and where ranks are lost before it is applied: the round again, without the lost groups.
   void federate_surviving(int64_t step, bool nonfinite, StepResult& r);
 
   // What follows a step (or, after a resume, the round this group stopped at): its line, the cadence's evaluation,
@@ -102,16 +105,27 @@ class Trainer {
   void log_step(const StepResult& r);
   void save(const StepResult& r);  // a checkpoint after r's step (collective over the world)
   void evaluate_global(int64_t step);
-  void log_eval(int64_t step, const std::string& model_kind, comm::Communicator& comm);
+  void evaluate_group(int64_t step);  // this group's own model, before the round (eval.group_model)
   TrainSummary finish(int64_t last_step, double wall_s, const comm::LedgerSnapshot& comm_total);
   nlohmann::json link_summary() const;  // null without link emulation
 
   // In-job recovery (train/membership.h): `work`, and where a peer is lost during it, the change applied; true
   // then (the caller does its part again, or says why it cannot).
-  bool recovering(int64_t step, Agreement how, const std::function<void()>& work,
-                  const std::function<bool()>& can_recover = {}, const std::function<void()>& before = {});
+  // `during` names the work in group_lost lines ("round", "checkpoint", ...).
+  bool recovering(int64_t step, const char* during, Agreement how, const std::function<void()>& work,
+                  const std::function<void()>& before = {});
+  // apply_loss, and for another loss meanwhile, that change too.
+  void apply_surviving(int64_t step, MembershipChange change, std::chrono::steady_clock::time_point t0);
+  // `work` (a step and what follows it); a loss outside an agreement (in a group's own collectives) is agreed on at
+  // the kept groups' next agreement, applied, and ends this rank with an Error (it leaves with its group before that:
+  // LeftJob).
+  Next lost_outside_agreement(int64_t step, const std::function<Next()>& work);
   bool recoverable() const;  // recovers_in_job, for the layout as it is now
-  Membership::Position position(int64_t step) const;
+  // The failure watch (comm/failure_watch.h) on the membership's base communicator; told of progress and of how
+  // long a recovery may take (three rounds of the steps so far, at least 20 s).
+  void watch_membership();
+  void watch_progress();
+  Membership::Position position(int64_t step, const char* during) const;
   // A loss: the engine rebuilt over the kept groups, the tokens counted from the last round, the data dealt over
   // the kept groups (as a relaunch of them would deal it), a group_lost line. Nothing is read from disk and no
   // process restarts.
@@ -162,7 +176,6 @@ class Trainer {
   bool group_stop_ = false;  // this rank's group agreed on a preemption signal
   std::optional<StopNotice> notice_;  // several groups: tells the others when this one stops
   bool pending_round_ = false;  // this group stopped at a round that did not take place (restored: hold it first)
-  bool round_unapplied_ = false;  // federate() has begun a round and not applied it: it can be held again
   double slow_ = 1;          // train.slow: this rank's compute stretch
   double clock_step_ = 0;    // federation.clock = emulated: the seconds one step of this group counts, else 0
   std::array<double, comm::kNumTiers> step_bytes_{};  // this rank's, summed over its training steps

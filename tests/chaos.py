@@ -1,0 +1,323 @@
+#!/usr/bin/env python3
+"""Seeded chaos: real `kill -9`s from outside the job, at moments no fault point chooses.
+
+Each trial trains `tiny` on 8 ranks (4 groups of 2, or 4,2,2) in a federated configuration drawn over the strategies
+and the relaxed-round options, waits until a drawn step is logged, sleeps a drawn delay and kills a drawn rank (and,
+in some trials, another one a drawn delay later). The expected outcome comes from the declared option space
+(`fedshard options --json`: in_job_recovery.not_when) and the MPI (`fedshard --version`: ULFM or not):
+  - recovered in the job: exit 0, the lost groups named in group_lost lines (every killed rank's group, no other
+    rank lost), every step logged once, the final validation and a summary;
+  - not recovered (a declared exception, every group lost, or an MPI without ULFM): a non-zero exit, and under ULFM
+    a `fedshard: error` line from every rank that was not killed;
+then `--resume auto` finishes the run (exit 0 and a summary) or refuses in one line. A trial that outlives its
+timeout is a hang and fails the test. One line per trial: what was killed and when, where the survivors learned of
+it (group_lost's `during`, a leaving rank's "seen in", or the error lines), the outcome.
+
+Usage: chaos.py FEDSHARD_BINARY [--trials N] [--seed S] [--minutes M] [--steps N] [--keep DIR] [--table FILE]
+(--minutes: trials until that much time has passed, for the soak; --table: append one JSON line per trial there.)
+"""
+import argparse
+import glob
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+TRIAL_TIMEOUT = 150  # seconds: a hang (the watch ends a stalled job in about 20 s; a healthy trial takes ~10 s)
+
+# (name, strategy, layout args, extra --set options)
+STRATEGIES = [("fl-fsdp", ["--strategy", "fl-fsdp", "--group-size", "2"]),
+              ("fl-ddp", ["--strategy", "fl-ddp", "--group-size", "2"]),
+              ("fl-hsdp", ["--strategy", "fl-hsdp", "--group-size", "2", "--set", "parallel.shard_size=1"])]
+RELAXED = [("plain", {}),
+           ("overlap=delayed", {"federation.overlap": "delayed"}),
+           ("overlap=streaming:2", {"federation.overlap": "streaming:2"}),
+           ("compress=int8", {"federation.compress": "int8"}),
+           ("inner_state=average", {"federation.inner_state": "average"}),
+           ("int8+delayed+average", {"federation.compress": "int8", "federation.overlap": "delayed",
+                                     "federation.inner_state": "average"}),
+           ("round=seconds:0.3", {"federation.round": "seconds:0.3"}),
+           ("groups=4,2,2", {"parallel.groups": "4,2,2"})]
+
+
+def rule_holds(rule, cfg):
+    """A declared in_job_recovery exception, on a configuration of this harness (strategy, set options)."""
+    def cond(c):
+        v = cfg.get(c["key"], {"federation.round": "steps", "federation.overlap": "none",
+                               "federation.compress": "none", "federation.inner_state": "keep"}.get(c["key"], ""))
+        return {"is": v in c["values"], "is not": v not in c["values"], "in": v in c["values"],
+                "not in": v not in c["values"], "starts with": any(v.startswith(x) for x in c["values"]),
+                "does not start with": not any(v.startswith(x) for x in c["values"])}[c["op"]]
+    if not all(cond(c) for c in rule["all"]) or (rule["any"] and not any(cond(c) for c in rule["any"])):
+        return False
+    computed = {"": True, "the groups differ in size": cfg.get("parallel.groups") == "4,2,2",
+                "parallel.emulate holds several groups or ranks per rank": False,
+                "the backend (resolved at start-up) is nccl": False}
+    if rule["computed"] not in computed:
+        sys.exit(f"chaos: the declared rule {rule['name']!r} is computed from {rule['computed']!r}, which this "
+                 "harness cannot evaluate: teach it")
+    return computed[rule["computed"]]
+
+
+def group_of(rank, sizes):
+    for g, n in enumerate(sizes):
+        if rank < n:
+            return g
+        rank -= n
+    raise ValueError(rank)
+
+
+def rank_pids(out):
+    """World rank -> PID of the fedshard processes training into `out`."""
+    pids = {}
+    for d in glob.glob("/proc/[0-9]*"):
+        try:
+            cmd = open(d + "/cmdline", "rb").read().split(b"\0")
+            if out.encode() not in cmd or not any(c.endswith(b"fedshard") for c in cmd):
+                continue
+            env = open(d + "/environ", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        for e in env:
+            if e.startswith(b"OMPI_COMM_WORLD_RANK="):
+                pids[int(e.split(b"=")[1])] = int(os.path.basename(d))
+    return pids
+
+
+def logged_steps(metrics):
+    try:
+        lines = [json.loads(l) for l in open(metrics) if l.strip()]
+    except (OSError, ValueError):
+        return []
+    return lines
+
+
+def rank_text(dir_, rank):
+    return "".join(open(f, errors="replace").read() for f in glob.glob(f"{dir_}/*/rank.{rank}/std*"))
+
+
+class Chaos:
+    def __init__(self, a):
+        self.a = a
+        self.bin = os.path.realpath(a.binary)
+        version = subprocess.run([self.bin, "--version"], capture_output=True, text=True).stdout
+        self.ulfm = "with ULFM" in version
+        self.mpi5 = "Open MPI v5" in version or "Open MPI v6" in version
+        space = json.loads(subprocess.run([self.bin, "options", "--json"], capture_output=True, text=True,
+                                          check=True).stdout)
+        self.unrecovered = space["in_job_recovery"]["not_when"]
+        self.tmp = a.keep or tempfile.mkdtemp(prefix="fedshard-chaos-")
+        self.rng = random.Random(a.seed)
+        self.failures = 0
+        self.phases = set()
+
+    def prepare(self):
+        raw = os.path.join(self.tmp, "raw")
+        for sub, names in (("gnu", ["GPL-3", "LGPL-2.1"]), ("other", ["Apache-2.0", "MPL-2.0"])):
+            os.makedirs(os.path.join(raw, sub), exist_ok=True)
+            for n in names:
+                shutil.copy(f"/usr/share/common-licenses/{n}", os.path.join(raw, sub))
+        self.corpus = os.path.join(self.tmp, "corpus")
+        subprocess.run([self.bin, "prepare", "--input", raw, "--out", self.corpus, "--val-fraction", "0.5"],
+                       check=True, stdout=subprocess.DEVNULL)
+
+    def mpirun(self, ranks_dir):
+        out = ["mpirun", "--oversubscribe", "--allow-run-as-root", "-np", "8"]
+        if self.ulfm:
+            out[1:1] = ["--with-ft", "ulfm"]
+        out += (["--output", f"merge-stderr-to-stdout,dir={ranks_dir}"] if self.mpi5
+                else ["--output-filename", f"{ranks_dir}:nocopy"])
+        return out
+
+    def train_args(self, strategy_args, sets, out):
+        args = [self.bin, "train", "--model", "tiny", "--data", self.corpus, "--seq-len", "32", "--batch-size", "2",
+                "--steps", str(self.a.steps), "--threads", "1", "--eval-every", "20", "--set", "eval.windows=4",
+                "--sync-every", "4", "--checkpoint-every", "10", "--out", out] + strategy_args
+        if "parallel.groups" in sets:  # replaces --group-size
+            i = args.index("--group-size")
+            del args[i:i + 2]
+        for k, v in sets.items():
+            args += ["--set", f"{k}={v}"]
+        return args
+
+    def run_trial(self, i):
+        sname, strategy_args = self.rng.choice(STRATEGIES)
+        rname, sets = self.rng.choice(RELAXED)
+        cfg = dict(sets)
+        cfg["parallel.strategy"] = sname
+        sizes = [4, 2, 2] if sets.get("parallel.groups") == "4,2,2" else [2, 2, 2, 2]
+        kills = 1 if self.rng.random() < 0.5 else 2
+        at_step = self.rng.randint(1, self.a.steps - 5)
+        delays = [round(self.rng.uniform(0, 0.5), 2), round(self.rng.uniform(0, 1.0), 2)]
+        victims = self.rng.sample(range(8), 2)[:kills]
+        name = f"{sname} {rname}"
+        out = os.path.join(self.tmp, f"t{i}")
+        ranks = out + ".ranks"
+        for p in (out, ranks):
+            shutil.rmtree(p, ignore_errors=True)
+        args = self.train_args(strategy_args, sets, out)
+        t0 = time.monotonic()
+        log = open(out + ".log", "w")
+        job = subprocess.Popen(self.mpirun(ranks) + args, stdout=log, stderr=subprocess.STDOUT,
+                               start_new_session=True)
+        killed, notes, kill_time, kill_wall = [], [], None, None
+        metrics = os.path.join(out, "metrics.jsonl")
+        while job.poll() is None and time.monotonic() - t0 < TRIAL_TIMEOUT:
+            if any(l.get("type") == "step" and l["step"] >= at_step for l in logged_steps(metrics)):
+                break
+            time.sleep(0.05)
+        for v, d in zip(victims, delays):
+            time.sleep(d)
+            pid = rank_pids(out).get(v)
+            if job.poll() is not None:
+                notes.append(f"rank {v}: not killed, the job had ended")
+                continue
+            if pid is None:
+                notes.append(f"rank {v}: gone before its kill")
+                continue
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(v)
+                kill_time = kill_time or time.monotonic()
+                kill_wall = kill_wall or time.time()
+            except ProcessLookupError:
+                notes.append(f"rank {v}: gone before its kill")
+        kill_to_next = None  # seconds from the first kill to the first step line after a group_lost line
+        while job.poll() is None and time.monotonic() - t0 < TRIAL_TIMEOUT:
+            if kill_time and kill_to_next is None:
+                ls = logged_steps(metrics)
+                k = next((n for n, l in enumerate(ls) if l.get("type") == "group_lost"), None)
+                if k is not None and any(l.get("type") == "step" for l in ls[k:]):
+                    kill_to_next = round(time.monotonic() - kill_time, 2)
+            time.sleep(0.05)
+        rc = job.poll()
+        if rc is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
+        seconds = time.monotonic() - t0
+        kill_to_exit = round(time.monotonic() - kill_time, 2) if kill_time else None
+        lines = logged_steps(metrics)
+        lost_groups = {group_of(v, sizes) for v in killed}
+        declared = [r["name"] for r in self.unrecovered if rule_holds(r, cfg)]
+        recoverable = self.ulfm and not declared and len(lost_groups) < len(sizes)
+        problems = []
+        seen = [l.get("during", "?") for l in lines if l.get("type") == "group_lost"]
+        for r in range(8):
+            text = rank_text(ranks, r)
+            seen += re.findall(r"\(seen in: ([a-z ]+)\)", text)
+        if rc is None:
+            outcome = "HANG"
+            problems.append(f"no end within {TRIAL_TIMEOUT} s")
+        elif not killed or recoverable or self.after_the_end(metrics, lines, kill_wall):
+            outcome = ("not killed" if not killed else "recovered" if recoverable or
+                       any(l.get("type") == "group_lost" for l in lines) else "killed after the end")
+            steps = [l["step"] for l in lines if l.get("type") == "step"]
+            lost = [l for l in lines if l.get("type") == "group_lost"]
+            if rc != 0 and outcome != "killed after the end":
+                problems.append(f"exit {rc}")
+            if sorted(steps) != list(range(1, self.a.steps + 1)):
+                problems.append(f"steps logged: {len(steps)} lines, {len(set(steps))} distinct")
+            if not any(l.get("type") == "eval" and l["step"] == self.a.steps for l in lines):
+                problems.append("no final validation")
+            if not any(l.get("type") == "summary" for l in lines):
+                problems.append("no summary")
+            named = {g for l in lost for g in l["lost_group_ids"]}
+            if named != lost_groups and outcome != "killed after the end":
+                problems.append(f"group_lost names groups {sorted(named)}, the kills hit {sorted(lost_groups)}")
+            spurious = {r for l in lost for r in l["lost_ranks"]} - set(killed)
+            if spurious:
+                problems.append(f"ranks {sorted(spurious)} lost without a kill")
+        else:
+            outcome = "ended (" + (", ".join(declared) if declared else
+                                   "no ULFM" if not self.ulfm else "every group lost") + ")"
+            if rc == 0:
+                problems.append("exit 0")
+            if self.ulfm:
+                silent = [r for r in range(8) if r not in killed and
+                          not re.search(r"^fedshard: error", rank_text(ranks, r), re.M)]
+                if silent:
+                    problems.append(f"ranks {silent} ended without an error line")
+                seen += ["error: " + m for r in range(8) for m in
+                         re.findall(r"^fedshard: error on rank \d+ of \d+: (lost rank\(s\)[^;:]*)", rank_text(ranks, r), re.M)][:1]
+        resume = self.resume(args, out, i) if rc is not None else "skipped"
+        if resume.startswith("FAIL"):
+            problems.append(resume)
+        self.phases.update(s for s in seen if not s.startswith("error"))
+        kill_text = "; ".join(f"rank {v} {d} s after step {at_step}" if k == 0 else f"rank {v} {d} s later"
+                              for k, (v, d) in enumerate(zip(killed, delays)))
+        line = (f"trial {i}: {name}: killed {kill_text or 'none'}{' (' + ', '.join(notes) + ')' if notes else ''}; "
+                f"seen in: {', '.join(sorted(set(seen))) or '-'}; {outcome} in {seconds:.1f} s; resume: {resume}")
+        if problems:
+            self.failures += 1
+            line = "FAIL " + line + " -- " + "; ".join(problems)
+        print(line, flush=True)
+        if self.a.table:
+            with open(self.a.table, "a") as f:
+                f.write(json.dumps({"config": name, "kills": len(killed), "outcome": outcome.split(" ")[0],
+                                    "declared": declared, "seconds": round(seconds, 2), "rc": rc, "seen": seen,
+                                    "recover_s": [l.get("recover_s") for l in lines if l.get("type") == "group_lost"],
+                                    "kill_to_next": kill_to_next, "kill_to_exit": kill_to_exit,
+                                    "problems": problems}) + "\n")
+        if not self.a.keep:
+            for p in (out, ranks, out + ".log"):
+                shutil.rmtree(p, ignore_errors=True) if os.path.isdir(p) else os.path.exists(p) and os.remove(p)
+
+    @staticmethod
+    def after_the_end(metrics, lines, kill_wall):
+        """The kills came after the summary line was written (the run had ended; the processes were leaving)."""
+        return (kill_wall is not None and any(l.get("type") == "summary" for l in lines) and
+                not any(l.get("type") == "group_lost" for l in lines) and os.path.getmtime(metrics) < kill_wall)
+
+    def resume(self, args, out, i):
+        ranks = out + ".resume"
+        try:
+            p = subprocess.run(self.mpirun(ranks) + args + ["--resume", "auto"], capture_output=True, text=True,
+                               timeout=TRIAL_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            return "FAIL: --resume auto hung"
+        finally:
+            subprocess.run(["pkill", "-9", "-f", out + " "], capture_output=True)
+        errors = {l for r in range(8) for l in rank_text(ranks, r).splitlines() if l.startswith("fedshard: error")}
+        errors = {re.sub(r"on rank \d+ of \d+: ", "", l) for l in errors}
+        shutil.rmtree(ranks, ignore_errors=True)
+        lines = logged_steps(os.path.join(out, "metrics.jsonl"))
+        if p.returncode == 0 and any(l.get("type") == "summary" for l in lines):
+            return "finished"
+        if p.returncode != 0 and len(errors) == 1:
+            return "refused: " + next(iter(errors))[len("fedshard: error: "):][:160]
+        return f"FAIL: --resume auto exit {p.returncode}, {len(errors)} distinct error lines"
+
+    def run(self):
+        self.prepare()
+        start = time.monotonic()
+        i = 0
+        while (i < self.a.trials) if not self.a.minutes else (time.monotonic() - start < 60 * self.a.minutes):
+            i += 1
+            self.run_trial(i)
+        print(f"chaos: {i} trials ({'ULFM' if self.ulfm else 'no ULFM'}), {self.failures} failed; the survivors "
+              f"learned of the losses in: {', '.join(sorted(self.phases)) or '-'}")
+        if not self.a.keep:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+        return 1 if self.failures else 0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("binary")
+    ap.add_argument("--trials", type=int, default=12)
+    ap.add_argument("--seed", type=int, default=51)
+    ap.add_argument("--minutes", type=float, default=0)
+    ap.add_argument("--steps", type=int, default=80)
+    ap.add_argument("--keep")
+    ap.add_argument("--table")
+    sys.exit(Chaos(ap.parse_args()).run())
+
+
+if __name__ == "__main__":
+    main()
