@@ -166,7 +166,7 @@ class Chaos:
         log = open(out + ".log", "w")
         job = subprocess.Popen(self.mpirun(ranks) + args, stdout=log, stderr=subprocess.STDOUT,
                                start_new_session=True)
-        killed, notes, kill_time, kill_wall = [], [], None, None
+        killed, notes, kill_time = [], [], None
         metrics = os.path.join(out, "metrics.jsonl")
         while job.poll() is None and time.monotonic() - t0 < TRIAL_TIMEOUT:
             if any(l.get("type") == "step" and l["step"] >= at_step for l in logged_steps(metrics)):
@@ -185,7 +185,6 @@ class Chaos:
                 os.kill(pid, signal.SIGKILL)
                 killed.append(v)
                 kill_time = kill_time or time.monotonic()
-                kill_wall = kill_wall or time.time()
             except ProcessLookupError:
                 notes.append(f"rank {v}: gone before its kill")
         kill_to_next = None  # seconds from the first kill to the first step line after a group_lost line
@@ -214,7 +213,7 @@ class Chaos:
         if rc is None:
             outcome = "HANG"
             problems.append(f"no end within {TRIAL_TIMEOUT} s")
-        elif not killed or recoverable or self.after_the_end(metrics, lines, kill_wall):
+        elif not killed or recoverable or self.after_the_end(lines):
             outcome = ("not killed" if not killed else "recovered" if recoverable or
                        any(l.get("type") == "group_lost" for l in lines) else "killed after the end")
             steps = [l["step"] for l in lines if l.get("type") == "step"]
@@ -269,10 +268,11 @@ class Chaos:
                 shutil.rmtree(p, ignore_errors=True) if os.path.isdir(p) else os.path.exists(p) and os.remove(p)
 
     @staticmethod
-    def after_the_end(metrics, lines, kill_wall):
-        """The kills came after the summary line was written (the run had ended; the processes were leaving)."""
-        return (kill_wall is not None and any(l.get("type") == "summary" for l in lines) and
-                not any(l.get("type") == "group_lost" for l in lines) and os.path.getmtime(metrics) < kill_wall)
+    def after_the_end(lines):
+        """Every step, the final validation and the summary logged and no loss seen: the killed ranks had made their
+        last collective call (a rank killed before it would have failed its peers' collectives)."""
+        return (any(l.get("type") == "summary" for l in lines) and
+                not any(l.get("type") == "group_lost" for l in lines))
 
     def resume(self, args, out, i):
         ranks = out + ".resume"

@@ -57,11 +57,14 @@ std::vector<int> failed_now(Watch& w) {
   std::vector<int> out;
 #ifdef FEDSHARD_MPI_ULFM
   if (w.comm == MPI_COMM_NULL) return out;
-  // Not while an agreement or a shrink runs (they hold the lock a while): the next poll looks.
+  // The probe lets the library progress, which not while an agreement or a shrink runs (they hold the lock, and
+  // progress the library themselves): then only the local query, so a watch still sees a loss during one that
+  // never ends.
   std::unique_lock<std::mutex> progress(progress_mutex(), std::try_to_lock);
-  if (!progress.owns_lock()) return out;
-  int flag = 0;
-  MPI_Iprobe(MPI_ANY_SOURCE, 0, w.comm, &flag, MPI_STATUS_IGNORE);
+  if (progress.owns_lock()) {
+    int flag = 0;
+    MPI_Iprobe(MPI_ANY_SOURCE, 0, w.comm, &flag, MPI_STATUS_IGNORE);
+  }
   MPI_Group failed = MPI_GROUP_NULL, all = MPI_GROUP_NULL;
   if (MPIX_Comm_get_failed(w.comm, &failed) != MPI_SUCCESS) return out;
   int n = 0;
