@@ -213,12 +213,17 @@ class Chaos:
         if rc is None:
             outcome = "HANG"
             problems.append(f"no end within {TRIAL_TIMEOUT} s")
-        elif not killed or recoverable or self.after_the_end(lines):
-            outcome = ("not killed" if not killed else "recovered" if recoverable or
-                       any(l.get("type") == "group_lost" for l in lines) else "killed after the end")
+        elif killed and self.after_the_end(lines):
+            outcome = "killed after the end"
+        elif not killed:  # the job ended before the kills (time-based rounds: each group at its own step)
+            outcome = "not killed"
+            if rc != 0 or not any(l.get("type") == "summary" for l in lines):
+                problems.append(f"exit {rc} without a kill")
+        elif recoverable:
+            outcome = "recovered"
             steps = [l["step"] for l in lines if l.get("type") == "step"]
             lost = [l for l in lines if l.get("type") == "group_lost"]
-            if rc != 0 and outcome != "killed after the end":
+            if rc != 0:
                 problems.append(f"exit {rc}")
             if sorted(steps) != list(range(1, self.a.steps + 1)):
                 problems.append(f"steps logged: {len(steps)} lines, {len(set(steps))} distinct")
@@ -227,7 +232,7 @@ class Chaos:
             if not any(l.get("type") == "summary" for l in lines):
                 problems.append("no summary")
             named = {g for l in lost for g in l["lost_group_ids"]}
-            if named != lost_groups and outcome != "killed after the end":
+            if named != lost_groups:
                 problems.append(f"group_lost names groups {sorted(named)}, the kills hit {sorted(lost_groups)}")
             spurious = {r for l in lost for r in l["lost_ranks"]} - set(killed)
             if spurious:
