@@ -58,7 +58,6 @@ class Membership {
   Membership& operator=(const Membership&) = delete;
 
   MPI_Comm base() const { return base_; }
-  const comm::Layout& layout() const { return layout_; }
   const std::vector<int>& launch_ranks() const { return launch_ranks_; }
   // Groups were lost or rejoined: the job is no longer as launched.
   bool changed() const { return changed_; }
