@@ -4,11 +4,16 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <set>
 #include <thread>
+
+#include <execinfo.h>
+#include <unistd.h>
 
 #ifdef FEDSHARD_MPI_ULFM
 #include <mpi-ext.h>
@@ -121,6 +126,36 @@ void run_watch() {
 }
 #endif
 
+#ifdef FEDSHARD_MPI_ULFM
+// A process that crashes ends as one the watch ends, with an error line and a non-zero exit: under ULFM the runtime
+// tolerates a process that dies of a signal, and a job whose ranks all crashed exited 0 (seen: Open MPI 5.0.11's
+// ompi_comm_revoke_local crashing when a second rank dies while MPIX_Comm_shrink builds its communicator).
+char g_crash_line[96];
+
+void on_crash(int signal) {
+  // Only async-signal-safe calls: write, backtrace_symbols_fd (its library loaded by handle_crashes), _exit.
+  const char* name = signal == SIGSEGV ? "SIGSEGV" : signal == SIGBUS ? "SIGBUS" : signal == SIGFPE ? "SIGFPE"
+                                                   : signal == SIGILL ? "SIGILL" : "SIGABRT";
+  ssize_t ignored = write(STDERR_FILENO, g_crash_line, std::strlen(g_crash_line));
+  ignored = write(STDERR_FILENO, name, std::strlen(name));
+  ignored = write(STDERR_FILENO, "); the job ends\n", 16);
+  (void)ignored;
+  void* frames[48];
+  backtrace_symbols_fd(frames, backtrace(frames, 48), STDERR_FILENO);
+  _exit(1);
+}
+
+void handle_crashes(int rank) {
+  std::snprintf(g_crash_line, sizeof g_crash_line, "fedshard: error on rank %d: crashed (", rank);
+  void* frame = nullptr;
+  backtrace(&frame, 1);
+  struct sigaction action {};
+  action.sa_handler = on_crash;
+  action.sa_flags = SA_RESETHAND;
+  for (int signal : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) sigaction(signal, &action, nullptr);
+}
+#endif
+
 }  // namespace
 
 void FailureWatch::watch(MPI_Comm comm, const std::vector<int>& launch_ranks) {
@@ -135,7 +170,12 @@ void FailureWatch::watch(MPI_Comm comm, const std::vector<int>& launch_ranks) {
   w.launch_ranks = launch_ranks;
   w.known.clear();
   w.last_progress = Clock::now();
-  if (!w.thread.joinable()) w.thread = std::thread(run_watch);
+  if (!w.thread.joinable()) {
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    handle_crashes(rank);
+    w.thread = std::thread(run_watch);
+  }
 #else
   (void)comm;
   (void)launch_ranks;

@@ -8,6 +8,7 @@
 //   - where it is: once it has made no progress (progress()) for the stall bound since the loss became known (or
 //     since its last progress), as a recovery that cannot complete would (another loss during it, a collective the
 //     losses left waiting); armed from the first loss on for the rest of the job, recovered or not.
+// A rank that crashes (a fatal signal) ends with such a line too, and exit 1, as the runtime would not fail the job.
 // Without ULFM the MPI runtime ends the whole job when a rank dies, and the watch does nothing.
 #pragma once
 

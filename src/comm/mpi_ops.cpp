@@ -4,6 +4,7 @@
 #include <chrono>
 #include <initializer_list>
 #include <limits>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -68,6 +69,28 @@ void wait_pair(MPI_Comm comm, MPI_Request* recv, MPI_Request* send) {
   mpi_check(poll(send), "MPI_Test");
 }
 
+// The buffers of an exchange that failed on a lost peer are never freed: after a revoke MPI may end a receive in
+// error while a live peer's fragments of it are still on their way (ob1 copies them in by the request's buffer
+// address), and freed memory they landed in would corrupt the heap (seen: a survivor's malloc aborting). A few
+// buffers per loss stay allocated until the process ends.
+void keep_after_failure(std::initializer_list<at::Tensor> buffers) {
+  static std::mutex mutex;
+  static std::vector<at::Tensor> kept;
+  std::lock_guard<std::mutex> lock(mutex);
+  kept.insert(kept.end(), buffers.begin(), buffers.end());
+}
+
+// Runs an exchange over `buffers`, keeping them (keep_after_failure) if it fails on a lost peer.
+template <typename Exchange>
+int64_t keeping(std::initializer_list<at::Tensor> buffers, Exchange&& exchange) {
+  try {
+    return exchange();
+  } catch (const PeerLost&) {
+    keep_after_failure(buffers);
+    throw;
+  }
+}
+
 }  // namespace
 
 void wait_request(MPI_Request* req) { mpi_check(poll(req), "MPI_Test"); }
@@ -84,20 +107,22 @@ int mod(int a, int p) { return ((a % p) + p) % p; }
 int64_t shift(const Ring& ring, const at::Tensor& send, const at::Tensor& recv) {
   FS_ASSERT(send.numel() <= std::numeric_limits<int>::max() && recv.numel() <= std::numeric_limits<int>::max(),
             "ring message exceeds MPI's int count");
-  MPI_Request reqs[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-  mpi_check(serialized([&] {
-              return MPI_Irecv(recv.data_ptr(), static_cast<int>(recv.numel()), mpi_type(recv),
-                               mod(ring.rank - 1, ring.size), kRingTag, ring.comm, &reqs[0]);
-            }),
-            "MPI_Irecv");
-  if (const int rc = serialized([&] {
-        return MPI_Isend(send.data_ptr(), static_cast<int>(send.numel()), mpi_type(send), mod(ring.rank + 1, ring.size),
-                         kRingTag, ring.comm, &reqs[1]);
-      });
-      rc != MPI_SUCCESS)
-    fail_exchange(rc, "MPI_Isend", ring.comm, {&reqs[0]});
-  wait_pair(ring.comm, &reqs[0], &reqs[1]);
-  return static_cast<int64_t>(send.nbytes());
+  return keeping({send, recv}, [&] {
+    MPI_Request reqs[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    mpi_check(serialized([&] {
+                return MPI_Irecv(recv.data_ptr(), static_cast<int>(recv.numel()), mpi_type(recv),
+                                 mod(ring.rank - 1, ring.size), kRingTag, ring.comm, &reqs[0]);
+              }),
+              "MPI_Irecv");
+    if (const int rc = serialized([&] {
+          return MPI_Isend(send.data_ptr(), static_cast<int>(send.numel()), mpi_type(send),
+                           mod(ring.rank + 1, ring.size), kRingTag, ring.comm, &reqs[1]);
+        });
+        rc != MPI_SUCCESS)
+      fail_exchange(rc, "MPI_Isend", ring.comm, {&reqs[0]});
+    wait_pair(ring.comm, &reqs[0], &reqs[1]);
+    return static_cast<int64_t>(send.nbytes());
+  });
 }
 
 // Segment i of a buffer of `count` elements split into p nearly equal parts.
@@ -167,23 +192,25 @@ int64_t pairwise_all_to_all(const Ring& ring, const at::Tensor& in, const at::Te
   FS_ASSERT(in.numel() % p == 0 && seg.size(0) <= std::numeric_limits<int>::max(), "all_to_all part sizes");
   seg.of(dst, r).copy_(seg.of(src, r));
   const int n = static_cast<int>(seg.size(0));
-  int64_t bytes = 0;
-  for (int s = 1; s < p; ++s) {
-    const int to = mod(r + s, p), from = mod(r - s, p);
-    MPI_Request reqs[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-    mpi_check(serialized([&] {
-                return MPI_Irecv(seg.of(dst, from).data_ptr(), n, mpi_type(in), from, kRingTag, ring.comm, &reqs[0]);
-              }),
-              "MPI_Irecv");
-    if (const int rc = serialized([&] {
-          return MPI_Isend(seg.of(src, to).data_ptr(), n, mpi_type(in), to, kRingTag, ring.comm, &reqs[1]);
-        });
-        rc != MPI_SUCCESS)
-      fail_exchange(rc, "MPI_Isend", ring.comm, {&reqs[0]});
-    wait_pair(ring.comm, &reqs[0], &reqs[1]);
-    bytes += static_cast<int64_t>(seg.of(src, to).nbytes());
-  }
-  return bytes;
+  return keeping({in, out}, [&] {
+    int64_t bytes = 0;
+    for (int s = 1; s < p; ++s) {
+      const int to = mod(r + s, p), from = mod(r - s, p);
+      MPI_Request reqs[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+      mpi_check(serialized([&] {
+                  return MPI_Irecv(seg.of(dst, from).data_ptr(), n, mpi_type(in), from, kRingTag, ring.comm, &reqs[0]);
+                }),
+                "MPI_Irecv");
+      if (const int rc = serialized([&] {
+            return MPI_Isend(seg.of(src, to).data_ptr(), n, mpi_type(in), to, kRingTag, ring.comm, &reqs[1]);
+          });
+          rc != MPI_SUCCESS)
+        fail_exchange(rc, "MPI_Isend", ring.comm, {&reqs[0]});
+      wait_pair(ring.comm, &reqs[0], &reqs[1]);
+      bytes += static_cast<int64_t>(seg.of(src, to).nbytes());
+    }
+    return bytes;
+  });
 }
 
 int64_t chain_broadcast(const Ring& ring, const at::Tensor& buf, int root) {
@@ -197,31 +224,33 @@ int64_t chain_broadcast(const Ring& ring, const at::Tensor& buf, int root) {
   const int64_t n = flat.numel();
   const int prev = mod(ring.rank - 1, p), next = mod(ring.rank + 1, p);
   const bool receives = pos > 0, sends = pos < p - 1;
-  int64_t bytes = 0;
-  MPI_Request send_req = MPI_REQUEST_NULL;
-  for (int64_t begin = 0; begin < n; begin += chunk) {
-    const auto part = flat.narrow(0, begin, std::min(chunk, n - begin));
-    const int count = static_cast<int>(part.numel());
-    if (receives) {
-      MPI_Request req = MPI_REQUEST_NULL;
-      if (const int rc = serialized([&] {
-            return MPI_Irecv(part.data_ptr(), count, mpi_type(part), prev, kRingTag, ring.comm, &req);
-          });
-          rc != MPI_SUCCESS)
-        fail_exchange(rc, "MPI_Irecv", ring.comm, {&send_req});
-      if (const int rc = poll(&req); rc != MPI_SUCCESS) fail_exchange(rc, "MPI_Test", ring.comm, {&send_req});
+  return keeping({buf}, [&] {
+    int64_t bytes = 0;
+    MPI_Request send_req = MPI_REQUEST_NULL;
+    for (int64_t begin = 0; begin < n; begin += chunk) {
+      const auto part = flat.narrow(0, begin, std::min(chunk, n - begin));
+      const int count = static_cast<int>(part.numel());
+      if (receives) {
+        MPI_Request req = MPI_REQUEST_NULL;
+        if (const int rc = serialized([&] {
+              return MPI_Irecv(part.data_ptr(), count, mpi_type(part), prev, kRingTag, ring.comm, &req);
+            });
+            rc != MPI_SUCCESS)
+          fail_exchange(rc, "MPI_Irecv", ring.comm, {&send_req});
+        if (const int rc = poll(&req); rc != MPI_SUCCESS) fail_exchange(rc, "MPI_Test", ring.comm, {&send_req});
+      }
+      if (sends) {
+        if (send_req != MPI_REQUEST_NULL) wait_request(&send_req);
+        mpi_check(serialized([&] {
+                    return MPI_Isend(part.data_ptr(), count, mpi_type(part), next, kRingTag, ring.comm, &send_req);
+                  }),
+                  "MPI_Isend");
+        bytes += static_cast<int64_t>(part.nbytes());
+      }
     }
-    if (sends) {
-      if (send_req != MPI_REQUEST_NULL) wait_request(&send_req);
-      mpi_check(serialized([&] {
-                  return MPI_Isend(part.data_ptr(), count, mpi_type(part), next, kRingTag, ring.comm, &send_req);
-                }),
-                "MPI_Isend");
-      bytes += static_cast<int64_t>(part.nbytes());
-    }
-  }
-  if (send_req != MPI_REQUEST_NULL) wait_request(&send_req);
-  return bytes;
+    if (send_req != MPI_REQUEST_NULL) wait_request(&send_req);
+    return bytes;
+  });
 }
 
 }  // namespace fedshard::comm

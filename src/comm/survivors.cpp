@@ -1,6 +1,7 @@
 #include "comm/survivors.h"
 
 #include <algorithm>
+#include <memory>
 #include <set>
 
 #ifdef FEDSHARD_MPI_ULFM
@@ -81,15 +82,18 @@ Survivors shrink_after_failure(MPI_Comm comm) {
     MPI_Comm_set_errhandler(shrunk, MPI_ERRORS_RETURN);
     int n = 0;
     MPI_Comm_size(shrunk, &n);
-    std::vector<int> alive(n, -1);
-    int ok = MPI_Allgather(&old_rank, 1, MPI_INT, alive.data(), 1, MPI_INT, shrunk) == MPI_SUCCESS;
+    auto alive = std::make_unique<std::vector<int>>(n, -1);
+    int ok = MPI_Allgather(&old_rank, 1, MPI_INT, alive->data(), 1, MPI_INT, shrunk) == MPI_SUCCESS;
+    // Not freed after a failed gather: a live member's part may still arrive into it (mpi_ops.cpp:
+    // keep_after_failure).
+    if (!ok) alive.release();
     // A member that died during the gather leaves some survivors without the list: agree (fault-tolerantly)
     // that every survivor has it, or shrink again.
     const int agreed = MPIX_Comm_agree(shrunk, &ok);
     if (agreed == MPI_SUCCESS && ok) {
       Survivors s;
       s.comm = shrunk;
-      std::set<int> live(alive.begin(), alive.end());
+      std::set<int> live(alive->begin(), alive->end());
       for (int r = 0; r < old_size; ++r)
         if (!live.count(r)) s.lost.push_back(r);
       return s;

@@ -21,10 +21,12 @@ MetricsLog::~MetricsLog() {
 
 void MetricsLog::write(const nlohmann::json& line) {
   if (!file_) {
-    if (hold_ > 0 && (line.value("type", "") == "step" || line.value("type", "") == "eval")) {
+    const auto type = line.value("type", "");
+    if (hold_ > 0 && (type == "step" || type == "eval")) {
       held_.push_back(line);
       if (held_.size() > hold_) held_.pop_front();
     }
+    if (hold_ > 0 && (type == "group_lost" || type == "group_joined")) held_membership_.push_back(line);
     return;
   }
   const std::string s = line.dump() + "\n";
@@ -34,8 +36,11 @@ void MetricsLog::write(const nlohmann::json& line) {
 }
 
 namespace {
+// Membership lines are told apart by the groups they name: two changes may come at one step.
 std::string line_key(const nlohmann::json& line) {
-  return line.value("type", "") + "/" + std::to_string(line.value("step", int64_t{-1})) + "/" + line.value("model", "");
+  const auto groups = [&](const char* key) { return line.value(key, nlohmann::json()).dump(); };
+  return line.value("type", "") + "/" + std::to_string(line.value("step", int64_t{-1})) + "/" +
+         line.value("model", "") + "/" + groups("lost_group_ids") + groups("joined_group_ids");
 }
 }  // namespace
 
@@ -48,9 +53,12 @@ void MetricsLog::write_held() {
     } catch (const std::exception&) {  // a line cut short is no line
     }
   }
+  for (const auto& line : held_membership_)
+    if (present.count(line_key(line)) == 0) write(line);
   for (const auto& line : held_)
     if (present.count(line_key(line)) == 0) write(line);
   held_.clear();
+  held_membership_.clear();
 }
 
 }  // namespace fedshard::train

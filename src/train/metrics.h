@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <deque>
 #include <string>
+#include <vector>
 
 #include "train/tensorboard.h"
 
@@ -22,9 +23,10 @@ class MetricsLog {
   ~MetricsLog();
   void write(const nlohmann::json& line);
   bool is_open() const { return file_ != nullptr; }
-  // While not open, keep the last `n` step and eval lines given to write(): a rank that becomes the writer when
-  // rank 0 is lost (in-job recovery) writes those its predecessor did not (write_held: by type, step and model,
-  // those the file does not hold).
+  // While not open, keep the last `n` step and eval lines given to write(), and every membership line (group_lost,
+  // group_joined): a rank that becomes the writer when rank 0 is lost (in-job recovery) writes those its
+  // predecessor did not (write_held: by type, step, model and groups, those the file does not hold), the
+  // membership lines first.
   void hold_lines(size_t n) { hold_ = n; }
   void write_held();
 
@@ -34,6 +36,7 @@ class MetricsLog {
   TensorBoardLog tensorboard_;
   size_t hold_ = 0;
   std::deque<nlohmann::json> held_;
+  std::vector<nlohmann::json> held_membership_;
 };
 
 }  // namespace fedshard::train

@@ -127,11 +127,15 @@ void RunLog::take_over(int64_t step) {
 }
 
 void RunLog::membership(const nlohmann::json& line, const std::string& said, int64_t step) {
-  if (!writer_) return;
-  const bool took_over = !metrics_.is_open();
-  if (took_over) take_over(step);
+  if (!writer_) {
+    metrics_.write(line);  // held: the writer may be lost before it writes the line
+    return;
+  }
+  if (!metrics_.is_open()) {
+    take_over(step);
+    metrics_.write_held();
+  }
   metrics_.write(line);
-  if (took_over) metrics_.write_held();
   std::fprintf(stderr, "%s\n", said.c_str());
 }
 

@@ -560,13 +560,19 @@ bool Trainer::recovering(int64_t step, const char* during, Agreement how, const 
 }
 
 void Trainer::apply_surviving(int64_t step, MembershipChange change, Clock::time_point t0) {
-  // Another loss while the change is applied (the engine rebuilt over the kept ranks) is one more change.
+  // Another loss while the change is applied (the engine rebuilt over the kept ranks) is one more change from the
+  // groups of this one, logged with it: both losses in one group_lost line.
   for (;;) {
     try {
       apply_loss(step, change, t0);
       return;
     } catch (const comm::PeerLost&) {
-      change = membership_.lost(*topo_, position(step, "recovery"));
+      auto next = membership_.lost(*topo_, {step, rounds_ ? rounds_->syncs() : 0, change.group_ids, "recovery"});
+      next.lost_group_ids.insert(next.lost_group_ids.begin(), change.lost_group_ids.begin(),
+                                 change.lost_group_ids.end());
+      next.lost_ranks.insert(next.lost_ranks.begin(), change.lost_ranks.begin(), change.lost_ranks.end());
+      next.during = change.during + ", then recovery";
+      change = std::move(next);
     }
   }
 }
