@@ -76,8 +76,12 @@ expect "streaming with time-based rounds" "it needs federation.round = steps" --
   "${train[@]}" --strategy fl-ddp --overlap streaming:2 --round seconds:2
 expect "int8 block not a multiple of 4" "federation.compress_block must be a positive multiple of 4, got 6" -- \
   "${train[@]}" --strategy fl-ddp --compress int8 --set federation.compress_block=6
-expect "unknown compression" "federation.compress must be none, bf16 or int8, got 'zip'" -- \
+expect "unknown compression" "federation.compress must be none, bf16, int8, int4 or topk:D, got 'zip'" -- \
   "${train[@]}" --strategy fl-ddp --compress zip
+expect "top-k density above one" "D of federation.compress = topk:D must be a fraction in (0, 1], got '2'" -- \
+  "${train[@]}" --strategy fl-ddp --compress topk:2
+expect "top-k block too large for one-byte indices" "federation.compress_block must be at most 256 under topk:D" -- \
+  "${train[@]}" --strategy fl-ddp --compress topk:0.02 --set federation.compress_block=512
 expect "negative round time" "T of seconds:T must be a positive number of seconds" -- \
   "${train[@]}" --strategy fl-ddp --round seconds:-1
 expect "K given twice" "federation.round = 'steps:4' disagrees with parallel.sync_every = 8" -- \

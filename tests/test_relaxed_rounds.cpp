@@ -1,10 +1,17 @@
 // Relaxed rounds (federation.overlap, federation.compress; docs/federation.md): delayed and streaming rounds
 // against an independent float64 reference of the stated rule (one single-process trainer per group, the
-// outer step written out here), and int8 error feedback conserving the groups' deltas.
+// outer step written out here), the blockwise codecs against a scalar reference, and int8/int4 error feedback
+// conserving the groups' deltas.
 #include <ATen/core/grad_mode.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <tuple>
+#include <vector>
+
 #include "engine_fixture.h"
+#include "federation/codec.h"
 #include "federation/schedule.h"
 #include "reference.h"
 #include "train/checkpoint.h"
@@ -155,15 +162,87 @@ TEST(RelaxedRounds, StreamingFragmentsFollowTheStatedRule) {
     for (const char* outer : {"fedavg", "nesterov"}) expect_overlap_matches_reference(c, "streaming:2", outer, 11);
 }
 
+// The blockwise codecs' round trip, element by element, against a scalar float64 reference of the stated
+// encoding: per block, scale = fp32(max|x| / L) (L = 127 for int8, 7 for int4), q = x / scale rounded to nearest
+// even and clamped to [-L, L], decoded q * scale; an all-zero block decodes to zeros.
+TEST(Codec, QuantisedRoundTripEqualsAScalarReference) {
+  const int64_t block = 16, n = 4 * block;
+  auto x = at::randn({n}, at::TensorOptions().dtype(at::kDouble).device(at::kCPU));
+  x.narrow(0, block, block).zero_();
+  x.narrow(0, 2 * block, block).mul_(1e-3);
+  for (const auto& [spec, levels, bytes_per_value] :
+       {std::tuple<const char*, int, double>{"int8", 127, 1.0}, {"int4", 7, 0.5}}) {
+    const federation::Codec codec(spec, block);
+    const int64_t expected_bytes = static_cast<int64_t>(n * bytes_per_value) + (n / block) * 4;
+    ASSERT_EQ(codec.encoded_bytes(n), expected_bytes) << spec;
+    auto bytes = at::empty({expected_bytes}, at::kByte);
+    codec.encode(x, bytes);
+    const auto decoded = codec.decode(bytes, n, at::kDouble);
+    const auto* v = x.data_ptr<double>();
+    const auto* d = decoded.data_ptr<double>();
+    for (int64_t b = 0; b < n / block; ++b) {
+      double largest = 0;
+      for (int64_t i = b * block; i < (b + 1) * block; ++i) largest = std::max(largest, std::abs(v[i]));
+      const double scale = static_cast<float>(largest / levels);
+      for (int64_t i = b * block; i < (b + 1) * block; ++i) {
+        const double q = std::clamp(std::nearbyint(v[i] / (scale > 0 ? scale : 1.0)), -1.0 * levels, 1.0 * levels);
+        ASSERT_EQ(d[i], q * scale) << spec << " element " << i;
+      }
+    }
+  }
+}
+
+// topk:D against a scalar reference: per block the ceil(D x block) largest magnitudes (found here by sorting), each
+// at the nearest of the levels -1, -1/3, 1/3, 1 of fp32(their largest magnitude), every other element zero.
+TEST(Codec, TopKRoundTripEqualsAScalarReference) {
+  const int64_t block = 64, n = 3 * block;
+  auto x = at::randn({n}, at::TensorOptions().dtype(at::kDouble).device(at::kCPU));
+  x.narrow(0, block, block).zero_();
+  for (double density : {0.05, 0.3}) {
+    const federation::Codec codec("topk:" + std::to_string(density), block);
+    const int64_t k = static_cast<int64_t>(std::ceil(density * block));
+    // Per block: the scale, k one-byte indices, k 2-bit values, padded to 4 bytes.
+    const int64_t block_bytes = (4 + k + (k + 3) / 4 + 3) / 4 * 4;
+    ASSERT_EQ(codec.encoded_bytes(n), n / block * block_bytes) << density;
+    auto bytes = at::empty({codec.encoded_bytes(n)}, at::kByte);
+    codec.encode(x, bytes);
+    const auto decoded = codec.decode(bytes, n, at::kDouble);
+    const auto* v = x.data_ptr<double>();
+    const auto* d = decoded.data_ptr<double>();
+    int64_t nonzero = 0;
+    for (int64_t b = 0; b < n / block; ++b) {
+      std::vector<int64_t> order(block);
+      for (int64_t i = 0; i < block; ++i) order[i] = b * block + i;
+      std::sort(order.begin(), order.end(), [&](int64_t i, int64_t j) { return std::abs(v[i]) > std::abs(v[j]); });
+      std::vector<double> expected(block, 0.0);
+      const double scale = static_cast<float>(std::abs(v[order[0]]));
+      for (int64_t r = 0; r < k; ++r) {
+        const int64_t i = order[r];
+        const double q = std::clamp(std::nearbyint((v[i] / (scale > 0 ? scale : 1.0) + 1) * 1.5), 0.0, 3.0);
+        expected[i - b * block] = (q / 1.5 - 1) * scale;
+      }
+      for (int64_t i = 0; i < block; ++i) {
+        ASSERT_EQ(d[b * block + i], expected[i]) << density << " element " << b * block + i;
+        nonzero += d[b * block + i] != 0;
+      }
+    }
+    EXPECT_GT(nonzero, k) << "the kept values decoded to zeros, so nothing was tested";
+  }
+}
+
 // Error feedback: over the rounds, (what reached the global model) + (every residual still held) equals the sum
 // of the groups' true weighted deltas. Checked per slice, over the ranks that hold it in each group.
-TEST(RelaxedRounds, Int8ErrorFeedbackConservesTheGroupsDeltas) {
+TEST(RelaxedRounds, BlockwiseErrorFeedbackConservesTheGroupsDeltas) {
   if (world_size() < 2) GTEST_SKIP() << "needs two groups";
   const auto cfg = reference::tiny_config();
   const int64_t rows = 2, seq = 10;
+  // Per codec: L, and how many times its error bound the largest delta must exceed for the bound to test anything
+  // (topk: L = 0, no bound: a dropped element's error is its whole value, kept in the residuals).
+  for (const auto& [compress, levels, margin] :
+       {std::tuple<const char*, double, double>{"int8", 127, 20}, {"int4", 7, 1}, {"topk:0.25", 0, 0}})
   for (const auto& c : fl_cases()) {
     federation::FederationOptions fed;
-    fed.compress = "int8";
+    fed.compress = compress;
     fed.compress_block = 8;
     fixture::Engine e(cfg, {c.group_size, c.shard_size, 0}, f64(), "adamw", /*federated=*/true, fed);
     auto& seg = *e.topo->segments().front().comm;  // equal groups: one segment, one rank of each group
@@ -189,7 +268,7 @@ TEST(RelaxedRounds, Int8ErrorFeedbackConservesTheGroupsDeltas) {
       const auto before = slices();
       for (size_t u = 0; u < before.size(); ++u) {
         auto d = (local(u) - before[u]) * 0.5;  // two equal groups: weight 1/2 each
-        // What this round encodes: each group's weighted delta (plus its residual, bounded below by 1/254 of
+        // What this round encodes: each group's weighted delta (plus its residual, bounded below by 1/(2L) of
         // it), then the owner's sum of them.
         auto sizes = at::full({1}, d.abs().max().item<double>(), at::kDouble);
         seg.all_reduce(d, comm::ReduceOp::Sum, comm::Traffic::Control)->wait();
@@ -211,20 +290,21 @@ TEST(RelaxedRounds, Int8ErrorFeedbackConservesTheGroupsDeltas) {
       moved_error = std::max(moved_error, (end[u] - start[u] - true_deltas[u]).abs().max().item<double>());
       largest_delta = std::max(largest_delta, true_deltas[u].abs().max().item<double>());
     }
-    EXPECT_LE(worst, 1e-9) << c.name;
-    EXPECT_GT(lost, 1e-8) << c.name << ": int8 lost nothing, so nothing was tested";
+    EXPECT_LE(worst, 1e-9) << c.name << " " << compress;
+    EXPECT_GT(lost, 1e-8) << c.name << ": " << compress << " lost nothing, so nothing was tested";
     // Conservation holds for any encoder (one sending zeros keeps everything in its residuals); what the codec
     // states is its error: the global model moves by the true mean delta to within what the last round's
-    // encodings left in the residuals, half a step of 1/127 of each block's largest value on each of the G
+    // encodings left in the residuals, half a step of 1/L of each block's largest value on each of the G
     // senders and on the owner (5% for the residuals carried into that round's inputs).
-    const double bound = 1.05 * encoded / 254.0;
-    EXPECT_LE(moved_error, bound) << c.name << ": the global model did not follow the groups' deltas";
-    EXPECT_GT(largest_delta, 20 * bound) << c.name << ": the bound is too loose to test anything";
+    if (levels == 0) continue;
+    const double bound = 1.05 * encoded / (2 * levels);
+    EXPECT_LE(moved_error, bound) << c.name << " " << compress << ": the global model did not follow the deltas";
+    EXPECT_GT(largest_delta, margin * bound) << c.name << " " << compress << ": the bound is too loose to test anything";
   }
 }
 
-// Compressed rounds move the delta in 1 + 4/block bytes per element (int8) or 2 (bf16) instead of 8 (float64
-// master): an all-to-all and an all-gather of G chunks per slice, each chunk whole blocks, each sending (G-1)
+// Compressed rounds move the delta in 1 + 4/block bytes per element (int8), 1/2 + 4/block (int4) or 2 (bf16)
+// instead of 8 (float64 master): an all-to-all and an all-gather of G chunks per slice, each chunk whole blocks, each sending (G-1)
 // chunks per rank, where the plain round's all-reduce sends 2(G-1)/G of the slice.
 TEST(RelaxedRounds, CompressedRoundsSendTheirShareOfTheBytes) {
   if (world_size() < 2) GTEST_SKIP() << "needs two groups";
@@ -251,10 +331,14 @@ TEST(RelaxedRounds, CompressedRoundsSendTheirShareOfTheBytes) {
     for (comm::Tier t : comm::kTiers) bytes += d.at(t, comm::Traffic::Data).sent_bytes;
     return bytes;
   };
-  const double plain = round_bytes("none"), bf16 = round_bytes("bf16"), int8 = round_bytes("int8");
+  const double plain = round_bytes("none"), bf16 = round_bytes("bf16"), int8 = round_bytes("int8"),
+               int4 = round_bytes("int4"), topk = round_bytes("topk:0.02");
   EXPECT_DOUBLE_EQ(plain, 2.0 * (groups - 1) / groups * slice_elements * 8);
   EXPECT_DOUBLE_EQ(bf16, 2.0 * (groups - 1) * chunks_bf16 * 2);
   EXPECT_DOUBLE_EQ(int8, 2.0 * (groups - 1) * chunks_int8 * (1 + 4.0 / block));
+  EXPECT_DOUBLE_EQ(int4, 2.0 * (groups - 1) * chunks_int8 * (0.5 + 4.0 / block));
+  // topk:0.02 of 64: 2 values, a block of 4 + 2 + 1 bytes padded to 8.
+  EXPECT_DOUBLE_EQ(topk, 2.0 * (groups - 1) * chunks_int8 / block * 8);
 }
 
 // Groups that take different numbers of steps in a round (time-based rounds): weighted by tokens (FedAvg) or,

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "federation/codec.h"
 #include "federation/schedule.h"
 #include "plan/cost_model.h"
 #include "util/byte_size.h"
@@ -243,9 +244,9 @@ std::pair<CLI::Option*, CLI::Option*> add_plan_options(CLI::App* sub, PlanArgs* 
   sub->add_option("--reshard-after-forward", a->reshard_after_forward, "true: 2 gathers per unit per step");
   sub->add_option("--activation-checkpointing", a->activation_checkpointing, "auto | on | off")
       ->check(CLI::IsMember({"auto", "on", "off"}));
-  sub->add_option("--compress", a->compress, "federation.compress: none | bf16 | int8 (the round's deltas on the wire)")
-      ->check(CLI::IsMember({"none", "bf16", "int8"}));
-  sub->add_option("--compress-block", a->compress_block, "federation.compress_block: int8 elements per scale");
+  sub->add_option("--compress", a->compress,
+                  "federation.compress: none | bf16 | int8 | int4 | topk:D (the round's deltas on the wire)");
+  sub->add_option("--compress-block", a->compress_block, "federation.compress_block: elements per block");
   sub->add_option("--federation-overlap", a->federation_overlap,
                   "federation.overlap: none | delayed | streaming:F (the round hides behind the next K steps)");
   sub->add_option("--slow", a->slow, "emulated stragglers as in train: RANK=FACTOR,group:G=FACTOR");
@@ -315,6 +316,7 @@ plan::Workload workload_of(const PlanArgs& a) {
   FS_CHECK(a.compress_block > 0 && a.compress_block % 4 == 0, "--compress-block must be a positive multiple of 4, got ",
            a.compress_block);
   federation::parse_overlap(a.federation_overlap);
+  if (a.compress != "none") federation::Codec(a.compress, a.compress_block);  // the codec's own checks
   w.compress = a.compress;
   w.compress_block = a.compress_block;
   w.round_overlap = a.federation_overlap;

@@ -28,7 +28,7 @@ const std::vector<std::tuple<std::string, std::string, std::string>>& flags() {
       {"--shard-size", "parallel.shard_size", "ranks per shard group H (hsdp, fl-hsdp)"},
       {"--sync-every", "parallel.sync_every", "optimizer steps between aggregations K (fl-*)"},
       {"--overlap", "federation.overlap", "none | delayed | streaming:F: leave the inter-group round in flight (fl-*)"},
-      {"--compress", "federation.compress", "none | bf16 | int8: the inter-group round's deltas on the wire (fl-*)"},
+      {"--compress", "federation.compress", "none | bf16 | int8 | int4 | topk:D: the inter-group round's deltas on the wire (fl-*)"},
       {"--round", "federation.round", "steps | steps:K | seconds:T: when a group closes its round (fl-*)"},
       {"--emulate", "parallel.emulate", "W | GxS: the virtual layout (world of W, or G groups of S ranks) these ranks play"},
       {"--grad-accum", "train.grad_accum", "micro-batches per rank per optimizer step"},

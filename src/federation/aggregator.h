@@ -59,8 +59,8 @@ struct FederationOptions {
   // The model average on the wire (parallel.reduce_dtype); Undefined: the master dtype. Optimizer state
   // (inner_state = average) always travels in the master dtype.
   at::ScalarType reduce_dtype = at::ScalarType::Undefined;
-  std::string compress = "none";  // none | bf16 | int8: what a group's delta travels as (replaces reduce_dtype)
-  int64_t compress_block = 256;   // int8: elements per absmax scale
+  std::string compress = "none";  // federation/codec.h: what a group's delta travels as (not reduce_dtype)
+  int64_t compress_block = 256;   // elements per block of the blockwise codecs
   bool overlap = false;           // rounds may stay in flight across steps (keeps the slice at begin)
   // federation.normalize = steps (FedNova): each group's delta is divided by the steps it took, and the sum
   // rescaled by the groups' mean steps, so groups that took more steps do not pull further.

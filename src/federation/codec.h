@@ -1,7 +1,13 @@
-// How a compressed round puts a group's model delta on the wire (federation.compress): bf16 (2 bytes per
-// element) or int8 blockwise absmax (1 byte per element plus one fp32 scale per block of `block` elements,
-// the int8 all-reduce of OpenDiLoCo/prime). Encoded chunks are raw bytes, so they travel through all-to-all
-// and all-gather unchanged; the sum happens after decoding, in the master dtype.
+// How a compressed round puts a group's model delta on the wire (federation.compress). Every codec but bf16 cuts
+// the delta into blocks of `block` elements, each with an fp32 scale (its largest magnitude over the levels):
+//   bf16     2 bytes per element;
+//   int8     blockwise absmax, values in [-127, 127], 1 + 4/block bytes per element (OpenDiLoCo/prime);
+//   int4     blockwise absmax, values in [-7, 7], two per byte, 1/2 + 4/block (Streaming DiLoCo's 4-bit);
+//   topk:D   the ceil(D x block) largest magnitudes of each block, each as a 1-byte index within the block and a
+//            2-bit value (levels -1, -1/3, 1/3, 1 of the block's largest kept magnitude), the block's bytes
+//            padded to 4 (SparseLoCo's top-k with 2-bit values; every other element travels as zero).
+// Encoded chunks are fixed-size raw bytes, so they travel through all-to-all and all-gather unchanged; the sum
+// happens after decoding, in the master dtype, and what an encoding lost stays in the sender's error feedback.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -11,24 +17,33 @@
 
 namespace fedshard::federation {
 
+// Whether a codec is cut into blocks (int8, int4, topk:D): its residuals are cut the same way.
+bool blockwise_codec(const std::string& spec);
+
 class Codec {
  public:
-  // spec: bf16 | int8; block: elements per int8 scale.
+  // spec: bf16 | int8 | int4 | topk:D (0 < D <= 1); block: elements per scale. Throws on anything else.
   Codec(const std::string& spec, int64_t block);
 
-  // Chunks are cut in multiples of this many elements (int8: the block; bf16: 1).
-  int64_t granule() const { return int8_ ? block_ : 1; }
+  // Chunks are cut in multiples of this many elements (the block; bf16: 1).
+  int64_t granule() const { return kind_ == Kind::Bf16 ? 1 : block_; }
   int64_t encoded_bytes(int64_t n) const;  // n: a multiple of granule()
   // bytes: a uint8 tensor of encoded_bytes(x.numel()).
   void encode(const at::Tensor& x, at::Tensor bytes) const;
   // The n values that `bytes` encodes, in `dtype`.
   at::Tensor decode(const at::Tensor& bytes, int64_t n, at::ScalarType dtype) const;
-  // Bytes on the wire per element (int8: 1 + 4/block), for the plan.
+  // Bytes on the wire per element, for the plan.
   double bytes_per_element() const;
 
  private:
-  bool int8_;
+  enum class Kind { Bf16, Int8, Int4, TopK };
+  int64_t block_bytes() const;  // one block's encoding (not bf16)
+  void encode_topk(const at::Tensor& blocks, at::Tensor bytes) const;
+  at::Tensor decode_topk(const at::Tensor& bytes, int64_t blocks, at::ScalarType dtype) const;
+
+  Kind kind_;
   int64_t block_;
+  int64_t kept_ = 0;  // topk: values kept per block
 };
 
 }  // namespace fedshard::federation

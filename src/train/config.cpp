@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "comm/link_emulation.h"
+#include "federation/codec.h"
 #include "federation/schedule.h"
 #include "model/layers.h"
 #include "train/option_space.h"
@@ -134,8 +135,8 @@ const std::vector<Binding>& bindings() {
       key_binding("federation.outer_momentum", &TrainConfig::outer_momentum, "outer momentum (nesterov)"),
       key_binding("federation.inner_state", &TrainConfig::inner_state, "inner optimizer state after a sync: keep | average | reset"),
       key_binding("federation.overlap", &TrainConfig::overlap, "none | delayed (a round stays in flight until the next, K steps later) | streaming:F (F fragments, one every K/F steps)"),
-      key_binding("federation.compress", &TrainConfig::compress, "a group's model delta on the wire: none | bf16 | int8 (blockwise absmax, error feedback)"),
-      key_binding("federation.compress_block", &TrainConfig::compress_block, "int8: elements per scale (a multiple of 4)"),
+      key_binding("federation.compress", &TrainConfig::compress, "a group's model delta on the wire: none | bf16 | int8 | int4 | topk:D (federation/codec.h; error feedback)"),
+      key_binding("federation.compress_block", &TrainConfig::compress_block, "int8, int4, topk:D: elements per block (a multiple of 4; int4: of 8; topk: at most 256)"),
       key_binding("federation.round", &TrainConfig::round, "steps (every parallel.sync_every steps) | steps:K | seconds:T (each group takes the steps that fit in T seconds of its own time)"),
       key_binding("federation.clock", &TrainConfig::clock, "what federation.round = seconds:T measures a step with: wall (its wall time) | emulated:SECONDS (SECONDS times the group's train.slow factor, the same on any machine; train.slow then sleeps not)"),
       key_binding("federation.normalize", &TrainConfig::normalize, "none | steps (FedNova: each group's delta divided by its steps, rescaled by the mean)"),
@@ -229,10 +230,9 @@ void validate(const TrainConfig& c) {
   federation::parse_round_seconds(c.round, c.sync_every);
   federation::parse_clock(c.clock);
   FS_CHECK(one_of(c.normalize, {"none", "steps"}), "federation.normalize must be none or steps, got '", c.normalize, "'");
-  FS_CHECK(one_of(c.compress, {"none", "bf16", "int8"}), "federation.compress must be none, bf16 or int8, got '",
-           c.compress, "'");
   FS_CHECK(c.compress_block > 0 && c.compress_block % 4 == 0,
            "federation.compress_block must be a positive multiple of 4, got ", c.compress_block);
+  if (c.compress != "none") federation::Codec(c.compress, c.compress_block);  // the codec's own checks
   FS_CHECK(c.eval_every >= 0 && c.eval_windows >= 0, "eval.every and eval.windows must not be negative");
   FS_CHECK(c.log_every > 0, "train.log_every must be positive");
   FS_CHECK(c.grad_accum > 0, "train.grad_accum must be positive, got ", c.grad_accum);

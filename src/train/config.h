@@ -63,8 +63,8 @@ struct TrainConfig {
   double outer_momentum = 0.9;
   std::string inner_state = "keep";  // keep | average | reset
   std::string overlap = "none";      // none | delayed | streaming:F (federation/schedule.h)
-  std::string compress = "none";     // none | bf16 | int8: a group's delta on the wire (federation/codec.h)
-  int64_t compress_block = 256;      // int8: elements per absmax scale
+  std::string compress = "none";     // none | bf16 | int8 | int4 | topk:D: a group's delta on the wire (federation/codec.h)
+  int64_t compress_block = 256;      // elements per block of the blockwise codecs
   std::string round = "steps";       // steps | steps:K | seconds:T (federation/schedule.h)
   std::string normalize = "none";    // none | steps (FedNova: deltas divided by the steps each group took)
   std::string clock = "wall";        // wall | emulated:SECONDS: what time-based rounds measure a step with

@@ -87,13 +87,14 @@ const std::vector<OptionDecl>& declared_options() {
        "rounds) they would not"},
       {"federation.round", "steps | steps:K | seconds:T", {"steps", "seconds:0.15"}, R::AtRound, "at a round",
        "As `parallel.sync_every`; `seconds:T` to `steps:K` also needs every group at one step"},
-      {"federation.compress", "none | bf16 | int8", {"none", "bf16", "int8"}, R::SameWithResiduals,
+      {"federation.compress", "none | bf16 | int8 | int4 | topk:D", {"none", "bf16", "int8", "int4", "topk:0.02"},
+       R::SameWithResiduals,
        "from `none`; else no",
        "Residuals start at zero from `none` (between two rounds, as `parallel.reduce_dtype`). A checkpoint of "
-       "`bf16`/`int8` holds error-feedback residuals that only the same codec can send",
+       "`bf16`/`int8`/`int4`/`topk:D` holds error-feedback residuals that only the same codec can send",
        [](const TrainConfig& c) { return c.compress != "none"; }},
-      {"federation.compress_block", "a positive multiple of 4 (int8)", {"256"}, R::SameWithResiduals,
-       "no, under `int8`", "int8 residuals are cut in the checkpoint's blocks"},
+      {"federation.compress_block", "a positive multiple of 4 (int4: of 8; topk: at most 256)", {"256"},
+       R::SameWithResiduals, "no, under `int8`/`int4`/`topk:D`", "Their residuals are cut in the checkpoint's blocks"},
       {"parallel.reduce_dtype", "float32 | bfloat16 | float64", {"float32", "bfloat16"}, R::NeedsGlobal,
        "yes, if the last global model is known",
        "Narrower than the master dtype, rounds send deltas from the last global model: the checkpoint holds it "

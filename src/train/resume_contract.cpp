@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "federation/codec.h"
 #include "train/cadence.h"
 #include "train/option_space.h"
 #include "util/error.h"
@@ -72,7 +73,7 @@ void check_resume_contract(const CheckpointMeta& meta, const TrainConfig& cfg, R
       case ResumeRule::SameWithResiduals:
         // The residuals are what the checkpoint's codec has not sent yet; only that codec, cut the same way,
         // can send them.
-        FS_CHECK(!residuals || !changed || (o.key != "federation.compress" && compress != "int8"), "checkpoint ", dir,
+        FS_CHECK(!residuals || !changed || (o.key != "federation.compress" && !federation::blockwise_codec(compress)), "checkpoint ", dir,
                  " was written with ", o.key, " = ", old, " and holds its error-feedback residuals (federation.compress = ",
                  compress, "), which ", o.key, " = ", now, " cannot send; resume with ", o.key, " = ", old);
         break;
