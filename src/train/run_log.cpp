@@ -131,11 +131,10 @@ void RunLog::membership(const nlohmann::json& line, const std::string& said, int
     metrics_.write(line);  // held: the writer may be lost before it writes the line
     return;
   }
-  if (!metrics_.is_open()) {
-    take_over(step);
-    metrics_.write_held();
-  }
+  const bool took_over = !metrics_.is_open();
+  if (took_over) take_over(step);
   metrics_.write(line);
+  if (took_over) metrics_.write_held();
   std::fprintf(stderr, "%s\n", said.c_str());
 }
 
