@@ -45,9 +45,9 @@ run() {  # NP OUT [ARGS...]: exit status of mpirun (under ULFM, with each rank's
   timeout -k 5 240 mpirun --with-ft ulfm ${PLACEMENT:---oversubscribe} --allow-run-as-root \
     ${FEDSHARD_FAULT:+-x FEDSHARD_FAULT} -np "$np" $(rank_files "$out.ranks") "$bin" "${args[@]}" --out "$out" "$@" >"$out.log" 2>&1 &
   local job=$! gone=0
-  # Open MPI 5.0.11's mpirun (prterun --with-ft ulfm) sometimes stays after every rank has ended, deaf to SIGTERM
-  # (docs/robustness.md): 15 s after the run's last rank is gone it is ended, the run's summary standing for its
-  # exit status.
+  # Open MPI 5.0.11's mpirun (prterun --with-ft ulfm) stays after every rank has ended, deaf to SIGTERM, when a rank
+  # crashed in MPI_Finalize (docs/robustness.md; a rank that crashes fails the run below): 15 s after the run's last
+  # rank is gone it is ended, the run's summary standing for its exit status.
   while kill -0 "$job" 2>/dev/null; do
     sleep 1
     if pgrep -f -- "^$bin .*--out $out( |\$)" >/dev/null; then gone=0; else gone=$((gone + 1)); fi
@@ -55,11 +55,15 @@ run() {  # NP OUT [ARGS...]: exit status of mpirun (under ULFM, with each rank's
       pkill -9 -f -- "$out.ranks" 2>/dev/null
       wait "$job" 2>/dev/null
       echo "note: mpirun stayed after every rank of $out had ended; ended it" >&2
+      if rank_output "$out.ranks" | grep -aq "crashed (SIG"; then fail "$out: a rank crashed"; return 1; fi
       grep -q '"type":"summary"' "$out/metrics.jsonl" 2>/dev/null
       return
     fi
   done
   wait "$job"
+  local rc=$?
+  if rank_output "$out.ranks" | grep -aq "crashed (SIG"; then fail "$out: a rank crashed"; return 1; fi
+  return $rc
 }
 # "step N loss" and "eval N val_loss" lines of a run, floats printed exactly: those up to the round at step AT
 # (steps 1-AT, evaluations before AT) or after it.

@@ -203,6 +203,12 @@ void FailureWatch::stop() {
   }
   w.wake.notify_all();
   if (w.thread.joinable()) w.thread.join();
+#ifdef FEDSHARD_MPI_ULFM
+  // Freed before MPI_Finalize: a communicator left spanning a replacement's job and the spawning one is
+  // disconnected by the finalize, an exchange with peers that may have exited already (Open MPI 5.0.11 crashed in
+  // it, and its mpirun then stayed after every rank had ended).
+  if (w.comm != MPI_COMM_NULL) MPI_Comm_free(&w.comm);
+#endif
 }
 
 std::string FailureWatch::lost_ranks() {

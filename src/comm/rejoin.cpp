@@ -46,6 +46,7 @@ MPI_Comm join_spawning_job() {
   MPI_Comm merged = MPI_COMM_NULL;
   FS_CHECK(MPI_Intercomm_merge(parent, /*high=*/1, &merged) == MPI_SUCCESS,
            "MPI_Intercomm_merge with the job that started this replacement failed");
+  MPI_Comm_free(&parent);  // as the spawners free theirs: none left for MPI_Finalize to disconnect (FailureWatch::stop)
   MPI_Comm_set_errhandler(merged, MPI_ERRORS_RETURN);
   return merged;
 }
