@@ -10,14 +10,13 @@
 #   env: MODEL (tiny), SEEDS ("0 1 2"), STEPS (64), SEQ (64), LR (3e-4), W (512),
 #        ARMS ("fsdp hsdp fl-fsdp fl-hsdp"), G (fl-fsdp's groups, W/4), K (8), FL_ARGS (more train flags for the
 #        fl-* arms), TAG (a name for the variant: runs are named research-MODEL-ARM[-TAG]-sSEED; default: lrLR,
-#        gG, kK for each of LR, G, K not at its default), NP (real ranks, 2; compressed or overlapped rounds need
-#        one emulated group per real rank, so NP = G for them)
+#        gG, kK for each of LR, G, K not at its default)
 set -euo pipefail
 build=$(cd "${1:-build}" && pwd)
 cd "$(dirname "$0")/.."
 [ -f data/brown/manifest.json ] || make -s data/brown/manifest.json BUILD="$build"  # as make demo does
 model=${MODEL:-tiny} seeds=${SEEDS:-0 1 2} steps=${STEPS:-64} seq=${SEQ:-64} lr=${LR:-3e-4} w=${W:-512}
-arms=${ARMS:-fsdp hsdp fl-fsdp fl-hsdp} groups=${G:-$((w / 4))} k=${K:-8} np=${NP:-2}
+arms=${ARMS:-fsdp hsdp fl-fsdp fl-hsdp} groups=${G:-$((w / 4))} k=${K:-8}
 tag=${TAG-}
 if [ -z "$tag" ]; then
   [ "$lr" = 3e-4 ] || tag=lr$lr
@@ -41,7 +40,7 @@ for seed in $seeds; do
     if [ ! -f "$out/$name/metrics.jsonl" ]; then
       echo "== $name" >&2
       rm -rf "runs/$name"
-      mpirun --oversubscribe --allow-run-as-root -np "$np" "$build/fedshard" train --model "$model" --data data/brown \
+      mpirun --oversubscribe --allow-run-as-root -np 2 "$build/fedshard" train --model "$model" --data data/brown \
         --seq-len "$seq" --batch-size 2 --lr "$lr" --steps "$steps" --sync-every "$k" --threads 1 --seed "$seed" \
         --eval-every $((steps / 4)) --set eval.windows=512 --set federation.eval_after_sync=false \
         --set optim.min_lr_ratio=0 --set optim.grad_clip=0 --set optim.beta1=0.9 --set optim.beta2=0.95 \

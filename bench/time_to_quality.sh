@@ -7,7 +7,8 @@
 #  - h100: 64 nodes of 8 H100 (NVLink 4, 3.2 Tbit/s per node: 400 Gbit/s per GPU), 989 TFLOP/s bf16;
 #  - sites: the same 512 A100s in 4 sites joined by 10 Gbit/s, 5 ms links (every ring that leaves a node
 #    crosses a site at some hop: FSDP's, HSDP's replicas' and the rounds'; pessimistic for fl-hsdp, whose
-#    8-node groups could stay inside a site).
+#    8-node groups could stay inside a site); every GPU with its own 10 Gbit/s, and again as each node's
+#    10 Gbit/s shared by its 4 GPUs (`,shared`: rings leaving a node at once split it; docs/cost-model.md §3).
 # Prints the table of predicted hours to reach each target perplexity and draws ppl vs predicted hours, one
 # panel per cluster, into docs/results/time_to_quality/.
 # Usage: bench/time_to_quality.sh [BUILD_DIR] [RUN_DIR...]   (default runs: the research regime's four arms over
@@ -31,7 +32,10 @@ plan --cluster leonardo --nodes 128 --baseline research >"$plans/leonardo-resear
 plan --nodes 64 --ranks-per-node 8 --flops 989e12 --mfu 0.4 --memory-per-rank 80GB \
   --link node=3.6Tbit/s,3us --link inter-node=400Gbit/s,5us --link inter-group=400Gbit/s,5us >"$plans/h100.json"
 plan --cluster leonardo --nodes 128 --link inter-node=10Gbit/s,5ms --link inter-group=10Gbit/s,5ms >"$plans/sites.json"
+plan --cluster leonardo --nodes 128 --link inter-node=10Gbit/s,5ms,shared --link inter-group=10Gbit/s,5ms,shared \
+  >"$plans/sites-shared.json"
 python3 bench/time_to_quality.py --figure "$out/ppl_vs_predicted_hours.png" \
   --cluster "leonardo=$plans/leonardo.json" --cluster "leonardo, research settings=$plans/leonardo-research.json" \
   --cluster "8x H100 nodes, 3.2 Tbit/s=$plans/h100.json" --cluster "4 sites, 10 Gbit/s=$plans/sites.json" \
+  --cluster "4 sites, 10 Gbit/s per node=$plans/sites-shared.json" \
   "${runs[@]}" | tee "$out/table.md"

@@ -51,6 +51,8 @@ fi
 
 expect "bad link bandwidth" "bandwidth 'fast' does not start with a number" -- "${train[@]}" --link inter-group=fast,1ms
 expect "unknown link tier" "unknown network tier 'moon'" -- "${train[@]}" --link moon=1Gbit/s,1ms
+expect "shared link in training" "'shared' is priced by fedshard plan only" -- "${train[@]}" --link inter-group=1Gbit/s,1ms,shared
+expect "bad link suffix" "only 'shared' may follow" -- "$bin" plan --nodes 2 --link inter-node=1Gbit/s,1ms,half
 expect "unknown partition" "unknown partition 'zipf'" -- "${train[@]}" --partition zipf
 expect "plan: impossible group" "group size 3 does not divide the world size 512" -- \
   "$bin" plan --paper --strategy fl-fsdp:S=3

@@ -198,6 +198,47 @@ TEST(CostModel, PaperLayoutsSitOnTheRightTiers) {
   EXPECT_TRUE(run(c, w, "fsdp").fits_memory);
 }
 
+// A shared link is a node's uplink: the rings of one communicator kind that leave a node at the same time split
+// its bandwidth. 4 nodes of 2 ranks, hsdp with H = 2: shards {0,1}, {2,3}... stay on their node; the replica
+// rings {0,2,4,6} and {1,3,5,7} run at once and every hop of both leaves its node, so each moves at half the
+// uplink. A world ring 0..7 leaves each node once (1->2, 3->4, 5->6, 7->0): the whole uplink.
+TEST(CostModel, SharedUplinkSplitAmongTheRingsLeavingANode) {
+  auto c = box(4, 2);
+  c.links[1].shared = true;
+  auto layout = comm::Layout::uniform(8, 8, 2);
+  layout.place_on_nodes(2);
+  EXPECT_EQ(plan::ring_link(c, layout, "replica", {0, 2, 4, 6}).bandwidth_bytes_per_s, 5e9);
+  EXPECT_EQ(plan::ring_link(c, layout, "shard", {0, 1}).bandwidth_bytes_per_s, 100e9);
+  auto fsdp = comm::Layout::uniform(8, 8, 0);
+  fsdp.place_on_nodes(2);
+  EXPECT_EQ(plan::ring_link(c, fsdp, "shard", {0, 1, 2, 3, 4, 5, 6, 7}).bandwidth_bytes_per_s, 10e9);
+  // The whole step: only the replica all-reduce of the 8 MB shard (2 x 3/4 of it on the wire) slows, by its
+  // bandwidth term at 5 instead of 10 GB/s.
+  auto w = one_unit(4000000, 4);
+  w.compute_seconds = 0.010;
+  auto unshared = box(4, 2);
+  const double slower = 2 * 0.75 * 8e6 / 5e9 - 2 * 0.75 * 8e6 / 10e9;
+  EXPECT_NEAR(run(c, w, "hsdp:H=2").step_comm_seconds - run(unshared, w, "hsdp:H=2").step_comm_seconds, slower, 1e-12);
+  EXPECT_NEAR(run(c, w, "fsdp").step_comm_seconds, run(unshared, w, "fsdp").step_comm_seconds, 1e-12);
+  EXPECT_TRUE(comm::parse_link_spec("20Mbit/s,1ms,shared").shared);
+  EXPECT_FALSE(comm::parse_link_spec("20Mbit/s,1ms").shared);
+  EXPECT_THROW(comm::parse_link_spec("20Mbit/s,1ms,half"), Error);
+}
+
+// The host's collective floor: a data collective takes at least the floor, which hides its own alpha-beta
+// time; the control all-reduces are priced as before.
+TEST(CostModel, CollectiveFloorOfADataCollectiveByHand) {
+  auto c = box(1, 4);
+  auto w = one_unit(4000000, 4);
+  w.compute_seconds = 0.010;
+  const double control = 6 * 2e-6 + 2 * 0.75 * 8 / 100e9 + 6 * 2e-6 + 2 * 0.75 * 32 / 100e9;
+  const double one = 3 * 2e-6 + 0.75 * 16e6 / 100e9;  // 126 us
+  c.collective_floor_s = 1e-3;
+  EXPECT_NEAR(run(c, w, "fsdp").step_comm_seconds, 3 * 1e-3 + control, 1e-12);
+  c.collective_floor_s = 1e-4;  // below it: no change
+  EXPECT_NEAR(run(c, w, "fsdp").step_comm_seconds, 3 * one + control, 1e-12);
+}
+
 TEST(CostModel, BadSpecsAreErrors) {
   EXPECT_THROW(plan::parse_strategy_spec("fl-fsdp:S=x", 8), Error);
   EXPECT_THROW(plan::parse_strategy_spec("fl-fsdp:Q=2", 8), Error);

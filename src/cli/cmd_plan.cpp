@@ -47,7 +47,7 @@ struct PlanArgs {
   std::string groups;
   int64_t batch = 2, seq = 2048;
   std::vector<std::string> links;
-  double flops = 0, mfu = 0, compute_seconds = 0, optimizer_seconds = 0;
+  double flops = 0, mfu = 0, compute_seconds = 0, optimizer_seconds = 0, collective_floor = 0;
   std::string memory_per_rank;
   std::string overlap = "on";
   int bytes = 2;
@@ -95,6 +95,8 @@ void print_table(const plan::Cluster& c, const plan::Workload& w, const std::vec
     const auto& l = c.links[static_cast<int>(t)];
     std::printf("link %-11s %s\n", comm::tier_name(t), comm::describe(l).c_str());
   }
+  if (c.collective_floor_s > 0)
+    std::printf("collective floor (this host): %.3g ms per data collective at least\n", c.collective_floor_s * 1e3);
   if (w.compute_seconds > 0)
     std::printf("compute: %.4g s per step (measured)\n", w.compute_seconds);
   else
@@ -125,11 +127,12 @@ void print_table(const plan::Cluster& c, const plan::Workload& w, const std::vec
 nlohmann::json to_json(const plan::Cluster& c, const plan::Workload& w, const std::vector<plan::StrategyPlan>& plans) {
   nlohmann::json j;
   j["cluster"] = {{"name", c.name}, {"nodes", c.nodes}, {"ranks_per_node", c.ranks_per_node},
-                  {"peak_flops_per_rank", c.peak_flops_per_rank}, {"mfu", c.mfu}, {"sources", c.sources}};
+                  {"peak_flops_per_rank", c.peak_flops_per_rank}, {"mfu", c.mfu}, {"sources", c.sources},
+                  {"collective_floor_s", c.collective_floor_s}};
   for (comm::Tier t : comm::kTiers) {
     const auto& l = c.links[static_cast<int>(t)];
     j["cluster"]["links"][comm::tier_metric_key(t)] = {{"bandwidth_bytes_per_s", l.bandwidth_bytes_per_s},
-                                                       {"latency_s", l.latency_s}};
+                                                       {"latency_s", l.latency_s}, {"shared", l.shared}};
   }
   j["workload"] = {{"model", w.params_override > 0 ? "params" : w.model.name},
                    {"params", w.params_override > 0 ? w.params_override : w.model.param_count()},
@@ -221,8 +224,15 @@ std::pair<CLI::Option*, CLI::Option*> add_plan_options(CLI::App* sub, PlanArgs* 
   sub->add_option("--grad-accum", a->grad_accum, "micro-batches per rank per step (train.grad_accum)")
       ->capture_default_str()->check(kPositive);
   sub->add_option("--seq", a->seq, "tokens per sequence")->capture_default_str()->check(kPositive);
-  sub->add_option("--link", a->links, "TIER=BANDWIDTH,LATENCY, e.g. inter-group=1Gbit/s,500us (repeatable)");
+  sub->add_option("--link", a->links,
+                  "TIER=BANDWIDTH,LATENCY[,shared], e.g. inter-group=1Gbit/s,500us (repeatable); shared: the bandwidth is "
+                  "a node's uplink, split among its rings that cross it at once");
   sub->add_option("--flops", a->flops, "peak FLOP/s per rank")->check(kPositive);
+  sub->add_option("--collective-floor", a->collective_floor,
+                  "seconds: the least one data collective takes on this host, however few its bytes (its ranks' comm "
+                  "threads need a core: about 0 with a core per thread; measured where ranks outnumber cores, "
+                  "docs/cost-model.md section 8.4)")
+      ->check(kNonNegative);
   sub->add_option("--mfu", a->mfu, "achieved fraction of peak (default 0.4)")
       ->check(CLI::Range(1e-6, 1.0).description("a fraction in (0, 1]"));
   sub->add_option("--compute-seconds", a->compute_seconds, "measured compute time per step (replaces --flops)")
@@ -278,6 +288,7 @@ plan::Cluster cluster_of(const PlanArgs& a) {
   if (a.ranks_per_node > 0) cluster.ranks_per_node = a.ranks_per_node;
   if (a.flops > 0) cluster.peak_flops_per_rank = a.flops;
   if (a.mfu > 0) cluster.mfu = a.mfu;
+  cluster.collective_floor_s = a.collective_floor;
   if (!a.memory_per_rank.empty())
     cluster.memory_bytes_per_rank = static_cast<double>(parse_byte_size(a.memory_per_rank));
   for (const auto& l : a.links) {

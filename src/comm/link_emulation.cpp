@@ -51,14 +51,21 @@ LinkSpec parse_link_spec(const std::string& spec) {
        {"KiB/s", 1024.0}, {"MiB/s", 1048576.0}, {"GiB/s", 1073741824.0}},
       "bandwidth", spec);
   FS_CHECK(l.bandwidth_bytes_per_s > 0, "link '", spec, "': bandwidth must be positive");
-  l.latency_s = parse_quantity(spec.substr(comma + 1), {{"ns", 1e-9}, {"us", 1e-6}, {"ms", 1e-3}, {"s", 1.0}},
-                               "latency", spec);
+  const auto second = spec.find(',', comma + 1);
+  l.latency_s = parse_quantity(spec.substr(comma + 1, second == std::string::npos ? std::string::npos : second - comma - 1),
+                               {{"ns", 1e-9}, {"us", 1e-6}, {"ms", 1e-3}, {"s", 1.0}}, "latency", spec);
+  if (second != std::string::npos) {
+    FS_CHECK(spec.substr(second + 1) == "shared", "link '", spec, "': after BANDWIDTH,LATENCY only 'shared' may follow (",
+             "a node's ranks share the bandwidth), not '", spec.substr(second + 1), "'");
+    l.shared = true;
+  }
   return l;
 }
 
 std::string describe(const LinkSpec& l) {
   char buf[96];
-  std::snprintf(buf, sizeof buf, "%.3g Gbit/s, %.3g us", l.bandwidth_bytes_per_s * 8 / 1e9, l.latency_s * 1e6);
+  std::snprintf(buf, sizeof buf, "%.3g Gbit/s, %.3g us%s", l.bandwidth_bytes_per_s * 8 / 1e9, l.latency_s * 1e6,
+                l.shared ? ", shared by a node's ranks" : "");
   return buf;
 }
 

@@ -19,11 +19,14 @@ namespace fedshard::comm {
 struct LinkSpec {
   double bandwidth_bytes_per_s = 0;
   double latency_s = 0;
+  // ",shared": the bandwidth is a node's uplink, split among the node's rings that cross it at once (priced by
+  // fedshard plan; the emulation holds each rank's collectives on their own and refuses it).
+  bool shared = false;
   // alpha-beta time of collective c of full_bytes over p ranks on this link.
   double seconds(Collective c, double full_bytes, int p) const;
 };
 
-// "1Gbit/s,500us", "10GB/s,2us": bandwidth in bit/s, Kbit/s, Mbit/s, Gbit/s, B/s, KB/s, MB/s, GB/s (decimal)
+// "1Gbit/s,500us", "10GB/s,2us", "50Mbit/s,1ms,shared": bandwidth in bit/s, Kbit/s, Mbit/s, Gbit/s, B/s, KB/s, MB/s, GB/s (decimal)
 // or KiB/s, MiB/s, GiB/s; latency in ns, us, ms or s. Throws fedshard::Error naming what is wrong.
 LinkSpec parse_link_spec(const std::string& spec);
 std::string describe(const LinkSpec& l);

@@ -1,6 +1,8 @@
 #include "plan/cost_model.h"
 
 #include <algorithm>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include "federation/codec.h"
@@ -152,6 +154,48 @@ double simulate_step(const std::vector<UnitTimes>& u, bool recompute, double ser
   return issue(t, serial_seconds);
 }
 
+namespace {
+
+// Every instance of one communicator kind, each as its members in ring order (topology.cpp splits them so).
+std::vector<std::vector<int>> instances(const comm::Layout& l, const std::string& kind) {
+  std::set<std::vector<int>> all;
+  if (kind == "segment") {
+    for (const auto& seg : l.segments()) all.insert(seg.ranks);
+  } else {
+    for (int q = 0; q < l.world(); ++q)
+      all.insert(kind == "shard" ? l.shard_members(q) : kind == "replica" ? l.replica_members(q) : l.group_members(q));
+  }
+  return {all.begin(), all.end()};
+}
+
+// On a shared link (a node's uplink) the instances of a kind run the same collective at once, so a node's
+// bandwidth is split among the ring hops leaving it; `ring` moves at the pace of its most crowded hop.
+// Its ring hops only: a ring that never leaves a node pays no share.
+int uplink_flows(const comm::Layout& l, const std::vector<int>& ring, const std::vector<std::vector<int>>& all) {
+  std::map<int, int> leaving;  // node -> hops leaving it at once
+  for (const auto& r : all)
+    for (size_t i = 0; r.size() > 1 && i < r.size(); ++i)
+      if (l.node_of(r[i]) != l.node_of(r[(i + 1) % r.size()])) ++leaving[l.node_of(r[i])];
+  int most = 1;
+  for (size_t i = 0; ring.size() > 1 && i < ring.size(); ++i)
+    if (l.node_of(ring[i]) != l.node_of(ring[(i + 1) % ring.size()]))
+      most = std::max(most, leaving[l.node_of(ring[i])]);
+  return most;
+}
+
+}  // namespace
+
+double data_seconds(const Cluster& cluster, const comm::LinkSpec& link, comm::Collective kind, double bytes, int p) {
+  return p > 1 ? std::max(cluster.collective_floor_s, link.seconds(kind, bytes, p)) : 0.0;
+}
+
+comm::LinkSpec ring_link(const Cluster& cluster, const comm::Layout& l, const std::string& kind,
+                         const std::vector<int>& members) {
+  comm::LinkSpec link = cluster.links[static_cast<int>(l.tier(members))];
+  if (link.shared) link.bandwidth_bytes_per_s /= uplink_flows(l, members, instances(l, kind));
+  return link;
+}
+
 RankBytes rank_bytes(const comm::Layout& l, int rank, const Cluster& cluster, const Workload& w, const StrategySpec& s) {
   RankBytes out;
   const int g = l.coords(rank).group;
@@ -161,9 +205,10 @@ RankBytes rank_bytes(const comm::Layout& l, int rank, const Cluster& cluster, co
     std::string name;
     int size;
     comm::Tier tier;
+    comm::LinkSpec link;
   };
   auto make = [&](const std::string& name, const std::vector<int>& members) {
-    return Comm{name, static_cast<int>(members.size()), l.tier(members)};
+    return Comm{name, static_cast<int>(members.size()), l.tier(members), ring_link(cluster, l, name, members)};
   };
   auto add = [&](const Comm& c, comm::Collective kind, double bytes, bool per_round, bool control, int unit = -1) {
     if (c.size <= 1) return;
@@ -176,7 +221,8 @@ RankBytes rank_bytes(const comm::Layout& l, int rank, const Cluster& cluster, co
     cc.ranks = c.size;
     cc.per_round = per_round;
     cc.control = control;
-    cc.seconds = cluster.links[static_cast<int>(cc.tier)].seconds(kind, bytes, c.size);
+    // Control all-reduces of a few scalars go through MPI's own latency-bound algorithms, not our rings.
+    cc.seconds = control ? c.link.seconds(kind, bytes, c.size) : data_seconds(cluster, c.link, kind, bytes, c.size);
     out.collectives.push_back(cc);
   };
   const auto shard = make("shard", l.shard_members(rank)), replica = make("replica", l.replica_members(rank)),
@@ -271,9 +317,10 @@ std::vector<UnitTimes> unit_comm_times(const StrategyPlan& p, const Cluster& clu
   const bool tied = w.params_override == 0 && w.model.tie_embeddings;
   const int64_t L = l.pad_multiple();
   const auto shard = l.shard_members(0), replica = l.replica_members(0);
-  auto one = [&](const std::vector<int>& members, comm::Collective kind, double bytes) {
+  const auto shard_link = ring_link(cluster, l, "shard", shard), replica_link = ring_link(cluster, l, "replica", replica);
+  auto one = [&](const std::vector<int>& members, const comm::LinkSpec& link, comm::Collective kind, double bytes) {
     const int n = static_cast<int>(members.size());
-    return n > 1 ? cluster.links[static_cast<int>(l.tier(members))].seconds(kind, bytes, n) : 0.0;
+    return n > 1 ? data_seconds(cluster, link, kind, bytes, n) : 0.0;
   };
   shard_total = 0;
   largest = 0;
@@ -282,11 +329,11 @@ std::vector<UnitTimes> unit_comm_times(const StrategyPlan& p, const Cluster& clu
     const double padded = static_cast<double>((units[u] + L - 1) / L * L);
     largest = std::max(largest, padded);
     const int call_sites = (tied && u == 0) ? 2 : 1;
-    times[u].gather = one(shard, comm::Collective::AllGather, padded * w.param_bytes);
-    times[u].reduce = one(shard, comm::Collective::ReduceScatter, padded * w.reduce_bytes);
+    times[u].gather = one(shard, shard_link, comm::Collective::AllGather, padded * w.param_bytes);
+    times[u].reduce = one(shard, shard_link, comm::Collective::ReduceScatter, padded * w.reduce_bytes);
     const auto [a, b] = l.shard_range(static_cast<int64_t>(padded), 0);
     shard_total += static_cast<double>(b - a);
-    times[u].replica = one(replica, comm::Collective::AllReduce, static_cast<double>(b - a) * w.reduce_bytes);
+    times[u].replica = one(replica, replica_link, comm::Collective::AllReduce, static_cast<double>(b - a) * w.reduce_bytes);
     times[u].freed_after_forward = recompute && w.reshard_after_forward && call_sites == 1;
     times[u].shard_check = w.checks.seconds(static_cast<int>(shard.size()));
     times[u].replica_check = w.checks.seconds(static_cast<int>(replica.size()));

@@ -38,6 +38,10 @@ struct Cluster {
   double peak_flops_per_rank = 0;                        // dense, in the compute dtype
   double mfu = 0.4;                                      // achieved fraction of peak for the step's FLOPs
   double memory_bytes_per_rank = 0;                      // 0: unknown
+  // The least one data collective takes on this host, however few its bytes: the ranks' comm threads must get a
+  // core (ms where ranks outnumber cores, ~0 with a core per thread); a collective that takes longer on its
+  // link hides it.
+  double collective_floor_s = 0;
   std::vector<std::string> sources;                      // where each number comes from
   int world() const { return nodes * ranks_per_node; }
 };
@@ -127,6 +131,12 @@ struct StrategyPlan {
 
 StrategyPlan plan_strategy(const Cluster& cluster, const Workload& w, const StrategySpec& s);
 // The collectives rank `rank` of `layout` (placed on nodes) issues for workload w, and their bytes.
+// The link a collective over `members` (a communicator of `kind`: shard, replica, group or segment) runs on: its
+// tier's, on a shared link with the bandwidth split among the kind's rings leaving a node at once.
+comm::LinkSpec ring_link(const Cluster& cluster, const comm::Layout& layout, const std::string& kind,
+                         const std::vector<int>& members);
+// Seconds of a data collective (a ring of ours) on `link`: at least the cluster's collective floor.
+double data_seconds(const Cluster& cluster, const comm::LinkSpec& link, comm::Collective kind, double bytes, int p);
 RankBytes rank_bytes(const comm::Layout& layout, int rank, const Cluster& cluster, const Workload& w,
                      const StrategySpec& s);
 // Plans every spec and fills speedup_vs_fsdp (relative to the first fsdp entry, if any).

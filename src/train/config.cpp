@@ -243,7 +243,9 @@ void validate(const TrainConfig& c) {
   FS_CHECK(parse_profile_steps(c.profile_steps).last <= c.steps, "train.profile_steps '", c.profile_steps,
            "' reaches past train.steps (", c.steps, ")");
   for (const auto* link : {&c.link_node, &c.link_inter_node, &c.link_inter_group})
-    if (!link->empty()) comm::parse_link_spec(*link);
+    if (!link->empty())
+      FS_CHECK(!comm::parse_link_spec(*link).shared, "link '", *link, "': 'shared' is priced by fedshard plan only; ",
+               "the link emulation holds each rank's collectives on a link of their own");
   // The combinations of values that are refused (what needs no start-up fact): train/option_space.h.
   check_options(Combination(c));
 }
