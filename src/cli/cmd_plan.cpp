@@ -225,8 +225,8 @@ std::pair<CLI::Option*, CLI::Option*> add_plan_options(CLI::App* sub, PlanArgs* 
       ->capture_default_str()->check(kPositive);
   sub->add_option("--seq", a->seq, "tokens per sequence")->capture_default_str()->check(kPositive);
   sub->add_option("--link", a->links,
-                  "TIER=BANDWIDTH,LATENCY[,shared], e.g. inter-group=1Gbit/s,500us (repeatable); shared: the bandwidth is "
-                  "a node's uplink, split among its rings that cross it at once");
+                  "TIER=BANDWIDTH,LATENCY[,shared], e.g. inter-group=1Gbit/s,500us (repeatable); shared: the "
+                  "bandwidth is a node's uplink, split among its rings that cross it at once");
   sub->add_option("--flops", a->flops, "peak FLOP/s per rank")->check(kPositive);
   sub->add_option("--collective-floor", a->collective_floor,
                   "seconds: the least one data collective takes on this host, however few its bytes (its ranks' comm "

@@ -52,11 +52,11 @@ LinkSpec parse_link_spec(const std::string& spec) {
       "bandwidth", spec);
   FS_CHECK(l.bandwidth_bytes_per_s > 0, "link '", spec, "': bandwidth must be positive");
   const auto second = spec.find(',', comma + 1);
-  l.latency_s = parse_quantity(spec.substr(comma + 1, second == std::string::npos ? std::string::npos : second - comma - 1),
-                               {{"ns", 1e-9}, {"us", 1e-6}, {"ms", 1e-3}, {"s", 1.0}}, "latency", spec);
+  const auto latency = spec.substr(comma + 1, second == std::string::npos ? std::string::npos : second - comma - 1);
+  l.latency_s = parse_quantity(latency, {{"ns", 1e-9}, {"us", 1e-6}, {"ms", 1e-3}, {"s", 1.0}}, "latency", spec);
   if (second != std::string::npos) {
-    FS_CHECK(spec.substr(second + 1) == "shared", "link '", spec, "': after BANDWIDTH,LATENCY only 'shared' may follow (",
-             "a node's ranks share the bandwidth), not '", spec.substr(second + 1), "'");
+    FS_CHECK(spec.substr(second + 1) == "shared", "link '", spec, "': after BANDWIDTH,LATENCY only 'shared' may ",
+             "follow (a node's ranks share the bandwidth), not '", spec.substr(second + 1), "'");
     l.shared = true;
   }
   return l;

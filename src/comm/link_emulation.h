@@ -26,8 +26,9 @@ struct LinkSpec {
   double seconds(Collective c, double full_bytes, int p) const;
 };
 
-// "1Gbit/s,500us", "10GB/s,2us", "50Mbit/s,1ms,shared": bandwidth in bit/s, Kbit/s, Mbit/s, Gbit/s, B/s, KB/s, MB/s, GB/s (decimal)
-// or KiB/s, MiB/s, GiB/s; latency in ns, us, ms or s. Throws fedshard::Error naming what is wrong.
+// "1Gbit/s,500us", "10GB/s,2us", "50Mbit/s,1ms,shared": bandwidth in bit/s, Kbit/s, Mbit/s, Gbit/s, B/s, KB/s,
+// MB/s, GB/s (decimal) or KiB/s, MiB/s, GiB/s; latency in ns, us, ms or s. Throws fedshard::Error naming what is
+// wrong.
 LinkSpec parse_link_spec(const std::string& spec);
 std::string describe(const LinkSpec& l);
 

@@ -317,7 +317,8 @@ std::vector<UnitTimes> unit_comm_times(const StrategyPlan& p, const Cluster& clu
   const bool tied = w.params_override == 0 && w.model.tie_embeddings;
   const int64_t L = l.pad_multiple();
   const auto shard = l.shard_members(0), replica = l.replica_members(0);
-  const auto shard_link = ring_link(cluster, l, "shard", shard), replica_link = ring_link(cluster, l, "replica", replica);
+  const auto shard_link = ring_link(cluster, l, "shard", shard);
+  const auto replica_link = ring_link(cluster, l, "replica", replica);
   auto one = [&](const std::vector<int>& members, const comm::LinkSpec& link, comm::Collective kind, double bytes) {
     const int n = static_cast<int>(members.size());
     return n > 1 ? data_seconds(cluster, link, kind, bytes, n) : 0.0;
@@ -333,7 +334,8 @@ std::vector<UnitTimes> unit_comm_times(const StrategyPlan& p, const Cluster& clu
     times[u].reduce = one(shard, shard_link, comm::Collective::ReduceScatter, padded * w.reduce_bytes);
     const auto [a, b] = l.shard_range(static_cast<int64_t>(padded), 0);
     shard_total += static_cast<double>(b - a);
-    times[u].replica = one(replica, replica_link, comm::Collective::AllReduce, static_cast<double>(b - a) * w.reduce_bytes);
+    times[u].replica =
+        one(replica, replica_link, comm::Collective::AllReduce, static_cast<double>(b - a) * w.reduce_bytes);
     times[u].freed_after_forward = recompute && w.reshard_after_forward && call_sites == 1;
     times[u].shard_check = w.checks.seconds(static_cast<int>(shard.size()));
     times[u].replica_check = w.checks.seconds(static_cast<int>(replica.size()));

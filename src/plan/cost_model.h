@@ -130,13 +130,13 @@ struct StrategyPlan {
 };
 
 StrategyPlan plan_strategy(const Cluster& cluster, const Workload& w, const StrategySpec& s);
-// The collectives rank `rank` of `layout` (placed on nodes) issues for workload w, and their bytes.
 // The link a collective over `members` (a communicator of `kind`: shard, replica, group or segment) runs on: its
 // tier's, on a shared link with the bandwidth split among the kind's rings leaving a node at once.
 comm::LinkSpec ring_link(const Cluster& cluster, const comm::Layout& layout, const std::string& kind,
                          const std::vector<int>& members);
 // Seconds of a data collective (a ring of ours) on `link`: at least the cluster's collective floor.
 double data_seconds(const Cluster& cluster, const comm::LinkSpec& link, comm::Collective kind, double bytes, int p);
+// The collectives rank `rank` of `layout` (placed on nodes) issues for workload w, and their bytes.
 RankBytes rank_bytes(const comm::Layout& layout, int rank, const Cluster& cluster, const Workload& w,
                      const StrategySpec& s);
 // Plans every spec and fills speedup_vs_fsdp (relative to the first fsdp entry, if any).
