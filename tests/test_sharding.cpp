@@ -164,6 +164,28 @@ TEST(Topology, UnequalGroupsSliceTheModelOncePerGroup) {
   }
 }
 
+// Group 0 of 4,2,2 lost (comm/survivors.cpp, regroup): the kept groups (2,2) keep the launch's padding, a multiple
+// of 4, so a unit of 10 elements stays padded to 12 and the ranks of groups 1 and 2 (launch ranks 4-7, now 0-3) hold
+// the same elements as before (written out by hand); their own padding, a multiple of 2, would have made it 10.
+TEST(Topology, KeptGroupsKeepTheLaunchPadding) {
+  const comm::Layout launch({4, 2, 2}, 0);
+  const comm::Layout kept({2, 2}, 0, launch.pad_multiple());
+  const auto padded = [](const comm::Layout& l, int64_t numel) {
+    return (numel + l.pad_multiple() - 1) / l.pad_multiple() * l.pad_multiple();
+  };
+  EXPECT_EQ(padded(launch, 10), 12);
+  EXPECT_EQ(padded(kept, 10), 12);
+  EXPECT_EQ(padded(comm::Layout({2, 2}, 0), 10), 10);
+  const std::vector<comm::Range> held = {{0, 6}, {6, 12}, {0, 6}, {6, 12}};
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(launch.shard_range(12, r + 4), held[static_cast<size_t>(r)]);
+    EXPECT_EQ(kept.shard_range(12, r), held[static_cast<size_t>(r)]);
+  }
+  EXPECT_FALSE(kept == comm::Layout({2, 2}, 0));  // a resume onto the kept groups' own padding reslices
+  EXPECT_THROW(comm::Layout({2, 2}, 0, 3), Error);  // not a multiple of every group size
+  EXPECT_THROW(comm::Layout({4, 2}, 0, 2), Error);
+}
+
 TEST(Numerics, DdpMatchesSingleProcessFloat64) {
   expect_matches_reference({"ddp", 1, false, true}, at::kDouble, 1e-9, 1e-9);
 }

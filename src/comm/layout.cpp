@@ -9,7 +9,8 @@
 
 namespace fedshard::comm {
 
-Layout::Layout(std::vector<int> group_sizes, int shard) : sizes_(std::move(group_sizes)), shard_spec_(shard) {
+Layout::Layout(std::vector<int> group_sizes, int shard, int64_t pad_multiple)
+    : sizes_(std::move(group_sizes)), shard_spec_(shard) {
   FS_CHECK(!sizes_.empty(), "a layout needs at least one group");
   FS_CHECK(shard_spec_ >= 0, "shard size must be positive, got ", shard_spec_);
   for (int g = 0; g < groups(); ++g) {
@@ -21,6 +22,10 @@ Layout::Layout(std::vector<int> group_sizes, int shard) : sizes_(std::move(group
     world_ += sizes_[g];
   }
   node_of_.assign(world_, 0);
+  for (int s : sizes_) pad_multiple_ = std::lcm(pad_multiple_, static_cast<int64_t>(s));
+  FS_CHECK(pad_multiple >= 0 && pad_multiple % pad_multiple_ == 0, "pad multiple ", pad_multiple,
+           " is not a multiple of every group size (", describe_groups(), ")");
+  if (pad_multiple > 0) pad_multiple_ = pad_multiple;
 }
 
 Layout Layout::uniform(int world, int group_size, int shard_size) {
@@ -71,12 +76,6 @@ std::vector<int> Layout::replica_members(int rank) const {
   std::vector<int> m;
   for (int i = 0; i < replicas(c.group); ++i) m.push_back(first_[c.group] + i * h + c.shard);
   return m;
-}
-
-int64_t Layout::pad_multiple() const {
-  int64_t l = 1;
-  for (int s : sizes_) l = std::lcm(l, static_cast<int64_t>(s));
-  return l;
 }
 
 Range Layout::shard_range(int64_t padded, int rank) const {
@@ -148,7 +147,7 @@ std::string Layout::describe_groups() const {
 }
 
 bool Layout::operator==(const Layout& o) const {
-  if (sizes_ != o.sizes_) return false;
+  if (sizes_ != o.sizes_ || pad_multiple_ != o.pad_multiple_) return false;
   for (int g = 0; g < groups(); ++g)
     if (shard_size(g) != o.shard_size(g)) return false;
   return true;

@@ -35,8 +35,9 @@ class Layout {
  public:
   Layout() : Layout({1}, 0) {}
   // group_sizes: S_g of each group in rank order; shard: H, dividing every group, or 0 = each group
-  // shards over all its ranks (FSDP). Throws fedshard::Error naming the impossible combination.
-  Layout(std::vector<int> group_sizes, int shard);
+  // shards over all its ranks (FSDP); pad_multiple: a multiple of every group size that flats are padded to,
+  // 0 = their least common multiple. Throws fedshard::Error naming the impossible combination.
+  Layout(std::vector<int> group_sizes, int shard, int64_t pad_multiple = 0);
   // `groups` equal groups of world / groups ranks.
   static Layout uniform(int world, int group_size, int shard_size);
 
@@ -56,7 +57,8 @@ class Layout {
   std::vector<int> replica_members(int rank) const;  // the R_g ranks holding rank's shard
 
   // A multiple of every group size: flats padded to it split evenly into every group's shards and slices.
-  int64_t pad_multiple() const;
+  // Groups kept after a loss keep the launch's (comm/survivors.cpp), so no kept rank's shard moves.
+  int64_t pad_multiple() const { return pad_multiple_; }
   // Where rank's shard, and its aggregation slice (piece i of R_g of its shard), of a padded flat lie.
   Range shard_range(int64_t padded, int rank) const;
   Range slice_range(int64_t padded, int rank) const;
@@ -83,6 +85,7 @@ class Layout {
   std::vector<int> sizes_;
   std::vector<int> first_;
   int shard_spec_ = 0;
+  int64_t pad_multiple_ = 1;
   int world_ = 0;
   std::vector<int> node_of_;
 };

@@ -118,7 +118,9 @@ Regrouped regroup(const Survivors& survivors, const Layout& old) {
     }
   }
   FS_CHECK(!sizes.empty(), "every federation group lost a rank; nothing is left to train");
-  out.layout = Layout(sizes, old.shard_spec());
+  // The launch's padding stays: every kept rank's shard and slice keep their bounds (a group lost from groups of
+  // different sizes can lower the kept sizes' least common multiple), so each takes its own state over in memory.
+  out.layout = Layout(sizes, old.shard_spec(), old.pad_multiple());
   int me = 0;
   MPI_Comm_rank(survivors.comm, &me);
   // The survivors' old ranks, to tell which group this one was in (the shrunk communicator kept their order).

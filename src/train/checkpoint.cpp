@@ -134,7 +134,8 @@ void read_meta_fields(const nlohmann::json& j, const std::string& meta_path, Che
   const auto& t = j.at("topology");
   try {
     // Checkpoints before groups of different sizes record only equal groups: world / group_size of them.
-    m.layout = t.contains("groups") ? comm::Layout(t.at("groups").get<std::vector<int>>(), t.at("shard_size"))
+    m.layout = t.contains("groups") ? comm::Layout(t.at("groups").get<std::vector<int>>(), t.at("shard_size"),
+                                                   t.value("pad_multiple", int64_t{0}))
                                     : comm::Layout::uniform(t.at("world"), t.at("group_size"), t.at("shard_size"));
   } catch (const Error& e) {
     throw Error(cat(meta_path, ": impossible topology (", e.what(), ")"));
@@ -291,6 +292,7 @@ nlohmann::json meta_json(const TrainingState& state, const nlohmann::json& confi
   meta["topology"] = {{"world", layout.world()},
                       {"groups", layout.group_sizes()},
                       {"shard_size", layout.shard_spec()},
+                      {"pad_multiple", layout.pad_multiple()},
                       {"strategy", config["resolved"]["strategy"]}};
   meta["optimizer"] = {{"name", config["optim"]["name"]}, {"steps", inner.steps()}};
   meta["federation"] = agg ? nlohmann::json{{"outer", config["federation"]["outer_optimizer"]},
