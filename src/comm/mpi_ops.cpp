@@ -21,7 +21,7 @@ int serialized(const std::function<int()>& call) {
 
 void mpi_check(int rc, const char* call) {
   if (rc == MPI_SUCCESS) return;
-  if (is_peer_failure(rc)) throw PeerLost(cat(call, ": ", mpi_error_string(rc)));
+  if (is_peer_failure(rc)) throw PeerLost(cat(call, ": ", mpi_error_string(rc)), is_revoked(rc));
   throw std::runtime_error(cat(call, ": ", mpi_error_string(rc)));
 }
 

@@ -32,6 +32,17 @@ bool is_peer_failure(int mpi_error) {
 #endif
 }
 
+bool is_revoked(int mpi_error) {
+#ifdef FEDSHARD_MPI_ULFM
+  int cls = mpi_error;
+  MPI_Error_class(mpi_error, &cls);
+  return cls == MPIX_ERR_REVOKED;
+#else
+  (void)mpi_error;
+  return false;
+#endif
+}
+
 std::mutex& progress_mutex() {
   static std::mutex mu;
   return mu;

@@ -18,6 +18,8 @@ namespace fedshard::comm {
 std::string mpi_error_string(int mpi_error);
 // Whether an MPI error code says a peer died, or that a survivor revoked the communicator after one did.
 bool is_peer_failure(int mpi_error);
+// The communicator was revoked (MPIX_ERR_REVOKED), as opposed to a member having failed.
+bool is_revoked(int mpi_error);
 // Makes every member's pending and later operations on comm fail (no-op without ULFM: nothing fails there).
 void revoke_mpi_comm(MPI_Comm comm);
 

@@ -95,7 +95,7 @@ std::unique_ptr<Communicator> Topology::split(const std::vector<int>& members, c
   if (const int rc = MPI_Comm_split(base_, color, key, &comm); rc != MPI_SUCCESS) {
     const std::string what = "MPI_Comm_split failed for communicator '" + name + "': " + mpi_error_string(rc);
     // A rank lost while the engine is rebuilt after another loss: one more loss (train/trainer.cpp).
-    if (is_peer_failure(rc)) throw PeerLost(what);
+    if (is_peer_failure(rc)) throw PeerLost(what, is_revoked(rc));
     throw std::runtime_error(what);
   }
   const Tier tier = in ? layout_.tier(members) : Tier::Node;

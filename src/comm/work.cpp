@@ -21,7 +21,7 @@ void Work::wait() {
     try {
       std::rethrow_exception(e);
     } catch (const PeerLost& ex) {
-      throw PeerLost(cat(what_, " failed: ", ex.what()));
+      throw PeerLost(cat(what_, " failed: ", ex.what()), ex.revoked());
     } catch (const std::exception& ex) {
       throw std::runtime_error(cat(what_, " failed: ", ex.what()));
     }

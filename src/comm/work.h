@@ -19,7 +19,12 @@ namespace fedshard::comm {
 // (comm/survivors.h); without it the job ends.
 class PeerLost : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit PeerLost(const std::string& what, bool revoked = false) : std::runtime_error(what), revoked_(revoked) {}
+  // A survivor revoked the communicator: none of its members need have died.
+  bool revoked() const { return revoked_; }
+
+ private:
+  bool revoked_;
 };
 
 class Work {

@@ -365,9 +365,9 @@ const std::vector<RuleDecl>& declared_unrecovered() {
          "not yet covered: the groups meet at different steps, so a loss learned of in a round leaves the kept "
          "groups at different steps, and their token and data positions after it are not defined");
     started("unequal-groups", [](const Combination& c) { return !c.equal_groups; }, "the groups differ in size",
-            "not yet covered: the kept groups keep the launch's padding, so every shard keeps its bounds, but a rank "
-            "averages several segments of the model, one communicator each, and a loss in one of them can leave the "
-            "others' peers waiting: the recovery stalled in 2 of 4 test runs (groups 3,3,2)");
+            "not yet covered: the kept groups keep the launch's padding and a kept rank's agreement in its group "
+            "survives a peer's revoke, but where a group of 4 lost a rank a leaving rank's heap was corrupted "
+            "(a crash in backward) and the recovery stalled (tests/chaos.py, groups 4,2,2)");
     started("emulated", [](const Combination& c) { return c.emulated; }, "parallel.emulate holds several groups or "
             "ranks per rank", "a real rank stands for several: its loss is theirs, and emulated runs keep no "
             "checkpoints to go on from");

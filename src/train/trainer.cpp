@@ -414,7 +414,23 @@ Trainer::GroupAgreement Trainer::agree_in_group(int64_t step, at::Tensor l, doub
   l[flag + 1] = mine_up ? 1.0 : 0.0;
   if (rounds_ && (cadence_.timed() || rounds_->due(step))) l[flag + 2] = engine_.aggregator->nonfinite_flag();
   faults_.corrupt_loss(step, l[0]);
-  topo_->group().all_reduce(l, comm::ReduceOp::Mean, comm::Traffic::Control)->wait();
+  // At a round's step, a kept peer that has finished this all-reduce may go on to the round, see a loss there and
+  // revoke every communicator it holds, this group's among them, before this rank has its result (revoked, no
+  // member lost). This rank then joins the round's recovery, and every kept rank agrees once more over its rebuilt
+  // group (agree_in_group_again). A member of this group lost is a loss in the group's own step, as before.
+  const bool round_step = recoverable() && rounds_ && !cadence_.timed() && rounds_->due(step);
+  group_sent_ = round_step ? l.clone() : at::Tensor();
+  for (;;) {
+    try {
+      topo_->group().all_reduce(l, comm::ReduceOp::Mean, comm::Traffic::Control)->wait();
+      break;
+    } catch (const comm::PeerLost& e) {
+      if (!round_step || !e.revoked()) throw;
+      const std::string what = e.what();
+      recovering(step, "round", Agreement::Succeeded, [&] { throw comm::PeerLost(what, true); });
+      l.copy_(group_sent_);
+    }
+  }
   const auto host = l.cpu();
   GroupAgreement g;
   for (int64_t j = 0; j < flag; ++j) g.losses.push_back(host[j].item<double>());
@@ -429,6 +445,11 @@ Trainer::GroupAgreement Trainer::agree_in_group(int64_t step, at::Tensor l, doub
           .reported_by(topo_->coords().position == 0)
           .everywhere(topo_->layout().groups() == 1);
   return g;
+}
+
+void Trainer::agree_in_group_again() {
+  if (!group_sent_.defined()) return;
+  topo_->group().all_reduce(group_sent_.clone(), comm::ReduceOp::Mean, comm::Traffic::Control)->wait();
 }
 
 void Trainer::after_step(int64_t step, const GroupAgreement& g, StepResult& r) {
@@ -519,16 +540,21 @@ void Trainer::federate(int64_t step, bool nonfinite, StepResult& r) {
 void Trainer::federate_surviving(int64_t step, bool nonfinite, StepResult& r) {
   // The round in flight (overlap) first: applied once it has arrived everywhere; one that a lost rank stopped is
   // dropped, each group's model as it is, and this round averages them (one a checkpoint settled goes on).
-  while (engine_.aggregator->in_flight())
+  while (engine_.aggregator->in_flight()) {
     if (!recovering(step, "round arrival", Agreement::Succeeded, [&] { engine_.aggregator->arrive(); }))
       engine_.aggregator->finish();
+    else
+      agree_in_group_again();
+  }
   const auto schedule = *rounds_;
   bool issued = false;
   // A round is applied only once every rank's averaging has arrived and all agree it did: one lost before leaves
   // every model as it was, and the kept groups hold the round again, weighted as before, without the lost ones.
   const auto unbegun = [&] { rounds_ = schedule; };
-  while (recovering(step, "round", Agreement::Succeeded, [&] { issued = begin_round(step, nonfinite, r); }, unbegun))
+  while (recovering(step, "round", Agreement::Succeeded, [&] { issued = begin_round(step, nonfinite, r); }, unbegun)) {
     r.round = {};
+    agree_in_group_again();
+  }
   if (issued) end_round(step, r);
 }
 
@@ -846,18 +872,20 @@ nlohmann::json Trainer::link_summary() const {
 }
 
 Trainer::Next Trainer::lost_outside_agreement(int64_t step, const std::function<Next()>& work) {
+  std::string failed;
   try {
     return work();
-  } catch (const comm::PeerLost&) {
+  } catch (const comm::PeerLost& e) {
     if (!recoverable()) throw;
+    failed = e.what();
   }
   // Lost in a group's own collectives (a step's, a round's all-gathers inside the group): that group's ranks leave
   // at the kept groups' next agreement; a kept rank cannot take its step again (its optimizer may have stepped).
   const auto t0 = Clock::now();
   apply_surviving(step, membership_.lost(*topo_, position(step, "step")), t0);
-  throw Error(cat("a rank was lost during step ", step, ", where this rank's group cannot take the step again ",
-                  "(in-job recovery covers losses that the kept groups learn of in an agreement); resume from the ",
-                  "last checkpoint"));
+  throw Error(cat("a rank was lost during step ", step, " (", failed, "), where this rank's group cannot take the ",
+                  "step again (in-job recovery covers losses that the kept groups learn of in an agreement); resume ",
+                  "from the last checkpoint"));
 }
 
 TrainSummary Trainer::run() {
