@@ -90,8 +90,7 @@ same_losses "fl-hsdp killed mid-round, resume" "$tmp/runs/fl" "$tmp/runs/ref-fl"
 # 4b. Relaxed rounds killed the same way; the step-6 checkpoint holds a round in flight (begun at step 4 under
 # delayed, at step 6 under streaming:2), saved with its outcome and applied after the resume where it would
 # have been. Each mode once: delayed + int8 (error feedback residuals) + nesterov, streaming + int4, delayed +
-# topk (sparse chunks' residuals), and with
-# federation.inner_state = average and reset.
+# topk (sparse chunks' residuals), and with federation.inner_state = average and reset.
 relaxed() {  # NAME ARGS...
   local name=$1
   shift
