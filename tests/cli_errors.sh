@@ -62,6 +62,8 @@ expect "rejoin where in-job recovery does not reach" "federation.rejoin_after = 
   "${train[@]}" --strategy fl-ddp --group-size 1 --set federation.round=seconds:0.3 --set federation.rejoin_after=1
 expect "rejoin with overlapped rounds" "federation.rejoin_after = 1 is not covered with federation.overlap = delayed" -- \
   "${train[@]}" --strategy fl-ddp --group-size 1 --overlap delayed --set federation.rejoin_after=1
+expect "rejoin with groups of different sizes" "federation.rejoin_after = 1 is not covered with groups of different sizes" -- \
+  "${train[@]}" --strategy fl-ddp --groups 2,1 --set federation.rejoin_after=1
 if ! "$bin" --version | grep -q "with ULFM"; then
   expect "rejoin without ULFM" "federation.rejoin_after = 1 needs a build against an MPI with ULFM" -- \
     "${train[@]}" --strategy fl-ddp --group-size 1 --set federation.rejoin_after=1

@@ -4,8 +4,9 @@
 # step 6 between rounds, whose partner must leave (comm/survivors.h says why), and the same with rank 1, whose
 # partner is rank 0, the metrics writer; then rank 0 while it writes the step-8 checkpoint (after the round; group
 # 0 leaves, the metrics writer with it); then two losses in a row: group 0 at the round's step 4, rank 6 in the
-# step-8 evaluation. Each time the kept groups hold the round (or the evaluation, or the checkpoint) again without
-# the lost group and finish the job in the same processes, no checkpoint read:
+# step-8 evaluation; and, in groups of 3,3,2, rank 6 at step 6. Each time the kept groups hold the round (or the
+# evaluation, or the checkpoint) again without the lost group and finish the job in the same processes, no
+# checkpoint read:
 #  - the steps and evaluations before the first loss's round are the uninterrupted run's, bit for bit;
 #  - every round leaves every group with the same global model (federation.audit), with the groups left then;
 #  - the steps after the last recovery differ from the uninterrupted run's and equal, with the evaluations,
@@ -96,8 +97,12 @@ run 8 "$tmp/ref" || fail "the uninterrupted run"
 
 # NAME DIR FAULT LOST LEAVING-RANK AUDIT [tensorboard]: LOST is "step|lost ids|kept ids|lost ranks;" per group_lost
 # line; with "tensorboard", the run mirrors its metrics to TensorBoard, read back by tests/tensorboard_check.py.
+# The uninterrupted run is $tmp/ref$variant; the relaunch of the kept groups runs on relaunch_np ranks (two per kept
+# group unless set) with relaunch_args added.
+variant="" relaunch_args=() relaunch_np=""
+
 scenario() {
-  local name=$1 dir="$tmp/$2" expected_lost=$4 leaving=$5 expected_audit=$6 tb=()
+  local name=$1 dir="$tmp/$2" expected_lost=$4 leaving=$5 expected_audit=$6 tb=() ref=$tmp/ref$variant
   [ "${7:-}" = tensorboard ] && tb=(--tensorboard "$tmp/$2/tb")
   FEDSHARD_FAULT=$3 run 8 "$dir" "${tb[@]}"
   local rc=$? errors lost seconds first last kept
@@ -140,22 +145,22 @@ print(max(steps))")
 import json
 print(sorted(j['step'] for j in map(json.loads, open('$dir/metrics.jsonl')) if j['type'] == 'step'))")" = \
     "$(seq -s ', ' 1 12 | sed 's/.*/[&]/')" ] || { fail "$name: not one step line for each of steps 1-12"; return; }
-  cmp -s <(numbers "$dir" before "$upto") <(numbers "$tmp/ref" before "$upto") ||
+  cmp -s <(numbers "$dir" before "$upto") <(numbers "$ref" before "$upto") ||
     { fail "$name: steps 1-$upto differ from the uninterrupted run"; return; }
   local taken_over
   taken_over=$($py -c "
 import json
-ref = {j['step']: j['loss'] for j in map(json.loads, open('$tmp/ref/metrics.jsonl')) if j['type'] == 'step'}
+ref = {j['step']: j['loss'] for j in map(json.loads, open('$ref/metrics.jsonl')) if j['type'] == 'step'}
 print(' '.join(str(j['step']) for j in map(json.loads, open('$dir/metrics.jsonl'))
                if j['type'] == 'step' and $upto < j['step'] <= $first and j['loss'] != ref[j['step']]))")
   [ "$taken_over" = "$(seq -s ' ' $((upto + 1)) "$first")" ] ||
     { fail "$name: steps $((upto + 1))-$first are not the new writer's group's (differ from group 0's: '$taken_over')"
       return; }
-  cmp -s <(numbers "$dir" after "$last") <(numbers "$tmp/ref" after "$last") &&
+  cmp -s <(numbers "$dir" after "$last") <(numbers "$ref" after "$last") &&
     { fail "$name: steps after $last are the 4 groups' (a lost group still averaged?)"; return; }
   [ "$(audit "$dir" | tr '\n' ' ')" = "$expected_audit " ] ||
     { fail "$name: audit of the rounds: $(audit "$dir" | tr '\n' ' ')"; return; }
-  run $((2 * kept)) "$dir.relaunch" --resume "$dir/checkpoints/$(printf step-%08d "$last")" ||
+  run "${relaunch_np:-$((2 * kept))}" "$dir.relaunch" "${relaunch_args[@]}" --resume "$dir/checkpoints/$(printf step-%08d "$last")" ||
     { fail "$name: the relaunch from step $last"; return; }
   cmp -s <(numbers "$dir" after "$last") <(numbers "$dir.relaunch" after "$last") &&
     [ "$(numbers "$dir" after "$last" | grep -c ^step)" -eq $((12 - last)) ] ||
@@ -184,6 +189,18 @@ scenario "rank 0 killed while writing the step-8 checkpoint" checkpoint kill:0:8
 # second in the evaluation after the step-8 round (then done again by groups 1 and 2 alone).
 scenario "group 0 killed at step 4, then rank 6 in the step-8 evaluation" twice kill:0:4,kill:1:4,kill:6:8:eval \
   "4|[0]|[1, 2, 3]|[0, 1];8|[3]|[1, 2]|[6];" 7 "1: 3 groups, equal 2: 3 groups, equal 3: 2 groups, equal" tensorboard
+# Groups of different sizes, 3,3,2: rank 6 killed at step 6, its partner rank 7 leaves. The kept groups of 3 keep the
+# launch's padding (a multiple of 6, not their own 3: comm/survivors.cpp), so each kept rank takes its own state over
+# in memory; the relaunch onto groups 3,3 reslices the checkpoint into their own padding.
+equal_args=("${args[@]}") args=()
+for ((k = 0; k < ${#equal_args[@]}; k++)); do
+  if [ "${equal_args[k]}" = --group-size ]; then args+=(--groups 3,3,2) k=$((k + 1)); else args+=("${equal_args[k]}"); fi
+done
+variant=-unequal relaunch_args=(--groups 3,3) relaunch_np=6
+run 8 "$tmp/ref-unequal" || fail "the uninterrupted run of groups 3,3,2"
+scenario "groups 3,3,2: rank 6 killed (step 6), its partner leaves" unequal kill:6:6 "8|[2]|[0, 1]|[6];" 7 \
+  "1: 3 groups, equal 2: 2 groups, equal 3: 2 groups, equal"
+args=("${equal_args[@]}") variant="" relaunch_args=() relaunch_np=""
 
 # NAME DIR FAULT LOST JOINED FAILED AUDIT [RELAUNCH-STEP [ARGS...]]: with federation.rejoin_after = 1 the kept
 # ranks start replacements for the lost group's ranks (MPI_Comm_spawn) after the round held without it. LOST and

@@ -200,4 +200,34 @@ TEST(RingOps, LedgerRecordsTheBytesHandedToMpi) {
   EXPECT_EQ(t.calls, 1);
 }
 
+
+// A rank that abandons a collective after a failure may leave a message of it on its way (a ring step's send whose
+// receive its neighbour never posts). The communicator's next collective must not take it for one of its own: each
+// collective has its own tag (mpi_ops.h: Ring::tag; the first one's is 0).
+TEST(RingOps, AMessageLeftByAnEarlierCollectiveIsNotTakenByTheNext) {
+  MPI_Comm dup;
+  MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+  comm::MpiCommunicator c(dup, "tags", comm::Tier::Node);
+  const int p = c.size(), r = c.rank();
+  if (p == 1) GTEST_SKIP() << "a communicator of one rank sends nothing";
+  const int64_t n = 1001;
+  auto first = inputs(r, n, at::kFloat);
+  c.all_reduce(first, comm::ReduceOp::Sum, comm::Traffic::Data)->wait();
+  const float stray_value = 1e6f;
+  MPI_Request stray;
+  MPI_Isend(&stray_value, 1, MPI_FLOAT, (r + 1) % p, /*the first collective's tag*/ 0, dup, &stray);
+  auto io = inputs(r, n, at::kFloat);
+  auto want = at::zeros({n}, at::kDouble);
+  for (int q = 0; q < p; ++q) want += inputs(q, n, at::kDouble);
+  c.all_reduce(io, comm::ReduceOp::Sum, comm::Traffic::Data)->wait();
+  expect_equal(io, want, "the all_reduce after a stray message");
+  // Still there, for whoever posts a receive under its tag.
+  float got = 0;
+  MPI_Status status;
+  MPI_Recv(&got, 1, MPI_FLOAT, (r + p - 1) % p, MPI_ANY_TAG, dup, &status);
+  EXPECT_EQ(got, stray_value);
+  EXPECT_EQ(status.MPI_TAG, 0);
+  MPI_Wait(&stray, MPI_STATUS_IGNORE);
+}
+
 }  // namespace

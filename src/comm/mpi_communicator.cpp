@@ -52,10 +52,24 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string name, Tier tier, Lan
 MpiCommunicator::~MpiCommunicator() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized && comm_ != MPI_COMM_WORLD && comm_ != MPI_COMM_SELF) MPI_Comm_free(&comm_);
+  if (finalized) return;
+  // After a loss, collectives still queued on the lane use this communicator: they end first (in error where it
+  // was revoked), so none reaches the library with a freed handle. Without one, a rank that ends alone goes on to
+  // MPI_Abort, which waiting for its queued collectives could keep from it.
+  if (revoked_ || MpiRuntime::peer_lost()) MpiRuntime::get().comm_thread(lane_).drain();
+  if (comm_ != MPI_COMM_WORLD && comm_ != MPI_COMM_SELF) MPI_Comm_free(&comm_);
 }
 
-void MpiCommunicator::revoke() { revoke_mpi_comm(comm_); }
+Ring MpiCommunicator::next_ring() {
+  // MPI guarantees tags up to 32767; a collective 32767 launches back is long over.
+  constexpr int64_t kTags = 32767;
+  return Ring{comm_, rank(), size(), static_cast<int>(launched_++ % kTags)};
+}
+
+void MpiCommunicator::revoke() {
+  revoked_ = true;
+  revoke_mpi_comm(comm_);
+}
 
 WorkHandle MpiCommunicator::launch(Collective c, const at::Tensor& t, double full_bytes, Traffic k,
                                    std::function<int64_t()> run) {
@@ -85,7 +99,7 @@ WorkHandle MpiCommunicator::all_gather(const at::Tensor& in, const at::Tensor& o
   check_contiguous(in);
   check_contiguous(out);
   FS_ASSERT(out.numel() == in.numel() * size() && in.scalar_type() == out.scalar_type(), "all_gather sizes");
-  const Ring ring{comm_, rank(), size()};
+  const Ring ring = next_ring();
   return launch(Collective::AllGather, out, static_cast<double>(out.nbytes()), k, [=] {
     const auto in_h = to_host(in), out_h = host_buffer(out);
     const auto mine = out_h.reshape({-1}).narrow(0, ring.rank * in_h.numel(), in_h.numel());
@@ -100,7 +114,7 @@ WorkHandle MpiCommunicator::reduce_scatter(const at::Tensor& in, const at::Tenso
   check_contiguous(in);
   check_contiguous(out);
   FS_ASSERT(in.numel() == out.numel() * size() && in.scalar_type() == out.scalar_type(), "reduce_scatter sizes");
-  const Ring ring{comm_, rank(), size()};
+  const Ring ring = next_ring();
   return launch(Collective::ReduceScatter, in, static_cast<double>(in.nbytes()), k, [=] {
     const auto in_h = to_host(in), out_h = host_buffer(out);
     const int64_t sent = ring_reduce_scatter(ring, in_h, out_h);
@@ -112,7 +126,7 @@ WorkHandle MpiCommunicator::reduce_scatter(const at::Tensor& in, const at::Tenso
 
 WorkHandle MpiCommunicator::all_reduce(const at::Tensor& inout, ReduceOp op, Traffic k) {
   check_contiguous(inout);
-  const Ring ring{comm_, rank(), size()};
+  const Ring ring = next_ring();
   return launch(Collective::AllReduce, inout, static_cast<double>(inout.nbytes()), k, [=] {
     const auto io_h = to_host(inout);
     const int64_t sent = ring_all_reduce(ring, io_h);
@@ -127,7 +141,7 @@ WorkHandle MpiCommunicator::all_to_all(const at::Tensor& in, const at::Tensor& o
   check_contiguous(out);
   FS_ASSERT(in.numel() == out.numel() && in.numel() % size() == 0 && in.scalar_type() == out.scalar_type(),
             "all_to_all sizes");
-  const Ring ring{comm_, rank(), size()};
+  const Ring ring = next_ring();
   return launch(Collective::AllToAll, in, static_cast<double>(in.nbytes()), k, [=] {
     const auto in_h = to_host(in), out_h = host_buffer(out);
     const int64_t sent = pairwise_all_to_all(ring, in_h, out_h);
@@ -138,7 +152,7 @@ WorkHandle MpiCommunicator::all_to_all(const at::Tensor& in, const at::Tensor& o
 
 WorkHandle MpiCommunicator::broadcast(const at::Tensor& inout, int root, Traffic k) {
   check_contiguous(inout);
-  const Ring ring{comm_, rank(), size()};
+  const Ring ring = next_ring();
   return launch(Collective::Broadcast, inout, static_cast<double>(inout.nbytes()), k, [=] {
     const auto io_h = to_host(inout);
     const int64_t sent = chain_broadcast(ring, io_h, root);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/mpi_ops.h"
 
 namespace fedshard::comm {
 
@@ -36,8 +37,13 @@ class MpiCommunicator : public Communicator {
   // Size-1 communicators run it synchronously and record nothing.
   WorkHandle launch(Collective c, const at::Tensor& t, double full_bytes, Traffic k, std::function<int64_t()> run);
 
+  // The next collective's ring, with its own tag (mpi_ops.h: Ring::tag).
+  Ring next_ring();
+
   MPI_Comm comm_;
   Lane lane_;
+  int64_t launched_ = 0;
+  bool revoked_ = false;
 };
 
 int rank_in(MPI_Comm comm);

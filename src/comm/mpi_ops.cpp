@@ -97,10 +97,6 @@ void wait_request(MPI_Request* req) { mpi_check(poll(req), "MPI_Test"); }
 
 namespace {
 
-// Point-to-point traffic of the rings: one collective at a time per communicator (its lane's thread runs them
-// in order), and MPI matches messages per communicator.
-constexpr int kRingTag = 0x5249;
-
 int mod(int a, int p) { return ((a % p) + p) % p; }
 
 // Sends `send` to the next rank and receives `recv` from the previous one, concurrently; returns the bytes sent.
@@ -111,12 +107,12 @@ int64_t shift(const Ring& ring, const at::Tensor& send, const at::Tensor& recv) 
     MPI_Request reqs[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
     mpi_check(serialized([&] {
                 return MPI_Irecv(recv.data_ptr(), static_cast<int>(recv.numel()), mpi_type(recv),
-                                 mod(ring.rank - 1, ring.size), kRingTag, ring.comm, &reqs[0]);
+                                 mod(ring.rank - 1, ring.size), ring.tag, ring.comm, &reqs[0]);
               }),
               "MPI_Irecv");
     if (const int rc = serialized([&] {
           return MPI_Isend(send.data_ptr(), static_cast<int>(send.numel()), mpi_type(send),
-                           mod(ring.rank + 1, ring.size), kRingTag, ring.comm, &reqs[1]);
+                           mod(ring.rank + 1, ring.size), ring.tag, ring.comm, &reqs[1]);
         });
         rc != MPI_SUCCESS)
       fail_exchange(rc, "MPI_Isend", ring.comm, {&reqs[0]});
@@ -198,11 +194,11 @@ int64_t pairwise_all_to_all(const Ring& ring, const at::Tensor& in, const at::Te
       const int to = mod(r + s, p), from = mod(r - s, p);
       MPI_Request reqs[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
       mpi_check(serialized([&] {
-                  return MPI_Irecv(seg.of(dst, from).data_ptr(), n, mpi_type(in), from, kRingTag, ring.comm, &reqs[0]);
+                  return MPI_Irecv(seg.of(dst, from).data_ptr(), n, mpi_type(in), from, ring.tag, ring.comm, &reqs[0]);
                 }),
                 "MPI_Irecv");
       if (const int rc = serialized([&] {
-            return MPI_Isend(seg.of(src, to).data_ptr(), n, mpi_type(in), to, kRingTag, ring.comm, &reqs[1]);
+            return MPI_Isend(seg.of(src, to).data_ptr(), n, mpi_type(in), to, ring.tag, ring.comm, &reqs[1]);
           });
           rc != MPI_SUCCESS)
         fail_exchange(rc, "MPI_Isend", ring.comm, {&reqs[0]});
@@ -233,7 +229,7 @@ int64_t chain_broadcast(const Ring& ring, const at::Tensor& buf, int root) {
       if (receives) {
         MPI_Request req = MPI_REQUEST_NULL;
         if (const int rc = serialized([&] {
-              return MPI_Irecv(part.data_ptr(), count, mpi_type(part), prev, kRingTag, ring.comm, &req);
+              return MPI_Irecv(part.data_ptr(), count, mpi_type(part), prev, ring.tag, ring.comm, &req);
             });
             rc != MPI_SUCCESS)
           fail_exchange(rc, "MPI_Irecv", ring.comm, {&send_req});
@@ -242,7 +238,7 @@ int64_t chain_broadcast(const Ring& ring, const at::Tensor& buf, int root) {
       if (sends) {
         if (send_req != MPI_REQUEST_NULL) wait_request(&send_req);
         mpi_check(serialized([&] {
-                    return MPI_Isend(part.data_ptr(), count, mpi_type(part), next, kRingTag, ring.comm, &send_req);
+                    return MPI_Isend(part.data_ptr(), count, mpi_type(part), next, ring.tag, ring.comm, &send_req);
                   }),
                   "MPI_Isend");
         bytes += static_cast<int64_t>(part.nbytes());

@@ -26,6 +26,11 @@ struct Ring {
   MPI_Comm comm;
   int rank;
   int size;
+  // The point-to-point tag of this collective's messages. A communicator gives each of its collectives the next
+  // one (every member launches the same sequence), so a message that a collective abandoned after a failure left
+  // on its way cannot match a later collective's receive (seen: a ring neighbour one collective ahead writing past
+  // a receive buffer after a revoke).
+  int tag = 0;
 };
 
 // All of these take contiguous CPU tensors, block until done, sum in the tensors' dtype, and return the bytes

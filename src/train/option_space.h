@@ -25,7 +25,6 @@ struct Combination {
   int units = 0;            // the model's units (embedding, each block, norm + head)
   int groups_per_rank = 1;  // parallel.emulate: virtual groups each real rank group holds
   bool emulated = false;    // parallel.emulate: virtual groups or virtual ranks (parallel/emulation.h: active)
-  bool equal_groups = true;  // the layout's groups are of one size
   bool in_job_recovery = false;  // a lost group leaves and the others go on (recovered_in_job)
   int gpu_capability = 0;        // model.device = cuda: the rank's GPU's compute capability, major * 10 + minor
 };

@@ -191,7 +191,6 @@ Combination started_combination(const TrainSetup& s) {
   c.units = static_cast<int>(unit_layout(s.model).size());
   c.groups_per_rank = s.emulation.groups_per_rank;
   c.emulated = s.emulation.active();
-  c.equal_groups = s.layout.equal_groups();
   c.in_job_recovery = recovered_in_job(c);
   return c;
 }

@@ -414,22 +414,19 @@ Trainer::GroupAgreement Trainer::agree_in_group(int64_t step, at::Tensor l, doub
   l[flag + 1] = mine_up ? 1.0 : 0.0;
   if (rounds_ && (cadence_.timed() || rounds_->due(step))) l[flag + 2] = engine_.aggregator->nonfinite_flag();
   faults_.corrupt_loss(step, l[0]);
-  // At a round's step, a kept peer that has finished this all-reduce may go on to the round, see a loss there and
-  // revoke every communicator it holds, this group's among them, before this rank has its result (revoked, no
-  // member lost). This rank then joins the round's recovery, and every kept rank agrees once more over its rebuilt
-  // group (agree_in_group_again). A member of this group lost is a loss in the group's own step, as before.
-  const bool round_step = recoverable() && rounds_ && !cadence_.timed() && rounds_->due(step);
-  group_sent_ = round_step ? l.clone() : at::Tensor();
-  for (;;) {
-    try {
-      topo_->group().all_reduce(l, comm::ReduceOp::Mean, comm::Traffic::Control)->wait();
-      break;
-    } catch (const comm::PeerLost& e) {
-      if (!round_step || !e.revoked()) throw;
-      const std::string what = e.what();
-      recovering(step, "round", Agreement::Succeeded, [&] { throw comm::PeerLost(what, true); });
-      l.copy_(group_sent_);
-    }
+  // A kept peer that has finished this all-reduce may go on to the step's first agreement across groups (a round,
+  // an evaluation, a checkpoint, the summary), see a loss there and revoke every communicator it holds, this
+  // group's among them, before this rank has its result (revoked, no member lost). This rank then joins that
+  // recovery, after which every kept rank agrees once more over its rebuilt group (recovering). A member of this
+  // group lost is a loss in the group's own step, as before.
+  group_sent_ = recoverable() ? l.clone() : at::Tensor();
+  try {
+    topo_->group().all_reduce(l, comm::ReduceOp::Mean, comm::Traffic::Control)->wait();
+  } catch (const comm::PeerLost& e) {
+    if (!group_sent_.defined() || !e.revoked()) throw;
+    const std::string what = e.what();
+    recovering(step, "group agreement", Agreement::Succeeded, [&] { throw comm::PeerLost(what, true); });
+    l.copy_(group_agreed_);
   }
   const auto host = l.cpu();
   GroupAgreement g;
@@ -449,7 +446,8 @@ Trainer::GroupAgreement Trainer::agree_in_group(int64_t step, at::Tensor l, doub
 
 void Trainer::agree_in_group_again() {
   if (!group_sent_.defined()) return;
-  topo_->group().all_reduce(group_sent_.clone(), comm::ReduceOp::Mean, comm::Traffic::Control)->wait();
+  group_agreed_ = group_sent_.clone();
+  topo_->group().all_reduce(group_agreed_, comm::ReduceOp::Mean, comm::Traffic::Control)->wait();
 }
 
 void Trainer::after_step(int64_t step, const GroupAgreement& g, StepResult& r) {
@@ -543,18 +541,14 @@ void Trainer::federate_surviving(int64_t step, bool nonfinite, StepResult& r) {
   while (engine_.aggregator->in_flight()) {
     if (!recovering(step, "round arrival", Agreement::Succeeded, [&] { engine_.aggregator->arrive(); }))
       engine_.aggregator->finish();
-    else
-      agree_in_group_again();
   }
   const auto schedule = *rounds_;
   bool issued = false;
   // A round is applied only once every rank's averaging has arrived and all agree it did: one lost before leaves
   // every model as it was, and the kept groups hold the round again, weighted as before, without the lost ones.
   const auto unbegun = [&] { rounds_ = schedule; };
-  while (recovering(step, "round", Agreement::Succeeded, [&] { issued = begin_round(step, nonfinite, r); }, unbegun)) {
+  while (recovering(step, "round", Agreement::Succeeded, [&] { issued = begin_round(step, nonfinite, r); }, unbegun))
     r.round = {};
-    agree_in_group_again();
-  }
   if (issued) end_round(step, r);
 }
 
@@ -582,6 +576,7 @@ bool Trainer::recovering(int64_t step, const char* during, Agreement how, const 
   auto change = membership_.with_recovery(recoverable(), how, *topo_, position(step, during), work, before);
   if (!change) return false;
   apply_surviving(step, std::move(*change), t0);
+  agree_in_group_again();
   return true;
 }
 

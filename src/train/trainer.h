@@ -83,7 +83,7 @@ class Trainer {
     bool stop = false, time_up = false, nonfinite = false;
   };
   GroupAgreement agree_in_group(int64_t step, at::Tensor losses, double step_seconds);
-  // After a recovery at a round: the group's agreement once more, over the rebuilt group (agree_in_group says why).
+  // After a recovery: the step's group agreement once more, over the rebuilt group (agree_in_group says why).
   void agree_in_group_again();
   // Under federation, after the group agreed: the round if due, else a stop between rounds, else progress.
   void after_step(int64_t step, const GroupAgreement& g, StepResult& r);
@@ -176,7 +176,8 @@ class Trainer {
   TokenCount tokens_;
   Carried carried_;  // what the cadence carries from step to step
   bool group_stop_ = false;  // this rank's group agreed on a preemption signal
-  at::Tensor group_sent_;     // at a recoverable round's step: what this rank put into its group's agreement
+  at::Tensor group_sent_;     // in a recoverable job: what this rank put into its group's agreement of the step
+  at::Tensor group_agreed_;   // that agreement's result, as agree_in_group_again last had it
   std::optional<StopNotice> notice_;  // several groups: tells the others when this one stops
   bool pending_round_ = false;  // this group stopped at a round that did not take place (restored: hold it first)
   double slow_ = 1;          // train.slow: this rank's compute stretch
