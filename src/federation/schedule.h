@@ -48,6 +48,7 @@ class Schedule {
     for (auto& s : steps_since_) ++s;
   }
   bool timed() const { return round_seconds_ > 0; }
+  double round_seconds() const { return round_seconds_; }
   // Time-based rounds: whether the round should close after the step just taken, which took step_seconds.
   bool time_up(double step_seconds) {
     steps_seconds_ += step_seconds;

@@ -1,5 +1,6 @@
 #include "train/metrics.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -22,7 +23,7 @@ MetricsLog::~MetricsLog() {
 void MetricsLog::write(const nlohmann::json& line) {
   if (!file_) {
     const auto type = line.value("type", "");
-    if (hold_ > 0 && (type == "step" || type == "eval")) {
+    if (hold_ > 0 && (type == "step" || type == "eval" || type == "round")) {
       held_.push_back(line);
       if (held_.size() > hold_) held_.pop_front();
     }
@@ -43,6 +44,18 @@ std::string line_key(const nlohmann::json& line) {
          line.value("model", "") + "/" + groups("lost_group_ids") + groups("joined_group_ids");
 }
 }  // namespace
+
+void MetricsLog::forget_held_before(int64_t step) {
+  while (!held_.empty() && held_.front().value("step", int64_t{0}) < step) held_.pop_front();
+}
+
+void MetricsLog::forget_held_rounds() {
+  const auto of_a_round = [](const nlohmann::json& l) {
+    const auto type = l.value("type", "");
+    return type == "round" || (type == "eval" && l.value("model", "") == "global");
+  };
+  held_.erase(std::remove_if(held_.begin(), held_.end(), of_a_round), held_.end());
+}
 
 void MetricsLog::write_held() {
   std::set<std::string> present;

@@ -23,11 +23,15 @@ class MetricsLog {
   ~MetricsLog();
   void write(const nlohmann::json& line);
   bool is_open() const { return file_ != nullptr; }
-  // While not open, keep the last `n` step and eval lines given to write(), and every membership line (group_lost,
-  // group_joined): a rank that becomes the writer when rank 0 is lost (in-job recovery) writes those its
-  // predecessor did not (write_held: by type, step, model and groups, those the file does not hold), the
+  // While not open, keep the last `n` step, eval and round lines given to write(), and every membership line
+  // (group_lost, group_joined): a rank that becomes the writer when rank 0 is lost (in-job recovery) writes those
+  // its predecessor did not (write_held: by type, step, model and groups, those the file does not hold), the
   // membership lines first.
   void hold_lines(size_t n) { hold_ = n; }
+  // Drops the held step, eval and round lines of steps before `step`.
+  void forget_held_before(int64_t step);
+  // Drops the held round lines and the global model's evaluations.
+  void forget_held_rounds();
   void write_held();
 
  private:

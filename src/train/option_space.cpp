@@ -379,11 +379,6 @@ const std::vector<RuleDecl>& declared_unrecovered() {
     };
     rule("unfederated", {{"parallel.strategy", Op::In, kUnsharded}},
          "one group: a lost rank takes shards that no other rank holds, and no group is left to go on");
-    rule("time-rounds", {{"federation.round", Op::StartsWith, {"seconds:"}}},
-         "not yet covered: the groups meet at different steps, and metrics.jsonl's step lines are the metrics "
-         "writer's group's; where that group is lost the first kept rank's group is at another step, and what the "
-         "lines mean after the switch is not defined (with this rule lifted, 8 of 8 recoverable kill trials "
-         "recovered; the one that lost the writer's group wrote step lines twice)");
     started("emulated", [](const Combination& c) { return c.emulated; }, "parallel.emulate holds several groups or "
             "ranks per rank", "a real rank stands for several: its loss is theirs, and emulated runs keep no "
             "checkpoints to go on from");

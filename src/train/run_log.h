@@ -62,8 +62,13 @@ class RunLog {
   void progress(int64_t step, double loss, double lr, double tok_per_s, double val_ppl);
   void finish_progress() { progress_.finish(); }
   // A membership change (in-job recovery) or the rejoin that did not happen, with its line on stderr; `line` is
-  // the metrics line. After a lost writer, the first kept rank takes over first, at `step`.
-  void membership(const nlohmann::json& line, const std::string& said, int64_t step);
+  // the metrics line. After a lost writer, the first kept rank takes over first, at `step`; with `rewrite_after`,
+  // the lost writer's lines of later steps go and this rank's held ones stand for them (time-based rounds: the step
+  // axis is the writer's group's, and the new writer's group stood at another step at the last round).
+  void membership(const nlohmann::json& line, const std::string& said, int64_t step,
+                  std::optional<int64_t> rewrite_after = std::nullopt);
+  // Time-based rounds: the held lines a new writer needs are those since this group's last round.
+  void forget_held_before(int64_t step) { metrics_.forget_held_before(step); }
   void preempted(int64_t step, int signal, bool emulated, int exit_code);
   void summary(const nlohmann::json& line);
   // Each rank its own file RUN/audit/rank-R.jsonl, R its launch rank: no communication, so the audit changes no
@@ -73,7 +78,7 @@ class RunLog {
  private:
   // Drops metrics lines of steps after `step` (a resumed run rewrites them) and a line cut short; reopens.
   void reopen_metrics_after(int64_t step);
-  void take_over(int64_t step);
+  void take_over(int64_t step, std::optional<int64_t> rewrite_after);
 
   const TrainConfig& cfg_;
   bool writer_ = false;

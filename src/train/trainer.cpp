@@ -139,8 +139,11 @@ Trainer::Trainer(TrainSetup setup, const Faults& faults)
   resolved_ = resolved_config();
   open_run_files();
   // A lost writer's lines since its last one are at most a round's steps and its evaluations (the others see the
-  // loss at the next round, evaluation or checkpoint).
-  if (recoverable()) log_.hold_lines(2 * (static_cast<size_t>(cfg.sync_every) + 1));
+  // loss at the next round, evaluation or checkpoint); under time-based rounds, whose rounds have no fixed number
+  // of steps, those since this group's last round (end_round).
+  if (recoverable())
+    log_.hold_lines(cadence_.timed() ? std::numeric_limits<size_t>::max()
+                                     : 2 * (static_cast<size_t>(cfg.sync_every) + 1));
   if (const auto range = parse_profile_steps(cfg.profile_steps); range.first > 0)
     profiler_.emplace(range, cfg.out, topo_->world_rank(), sharded_->options().device);
 }
@@ -174,6 +177,7 @@ void Trainer::resume(const CheckpointMeta& meta) {
   const auto st = restore_checkpoint(meta, *topo_, s_.strategy.name(), *sharded_, *engine_.optimizer,
                                      engine_.aggregator.get(), s_.continues);
   tokens_.restart(st.step, st.tokens);
+  writer_round_step_ = st.step;
   pending_round_ = st.pending_round;
   if (rounds_) rounds_->restore(st.step, st.steps_since_sync, st.syncs, st.round_time);
 }
@@ -528,6 +532,9 @@ void Trainer::end_round(int64_t step, StepResult& r) {
   if (cadence_.timed()) {
     tokens_.agreed = tokens_.before_start + static_cast<int64_t>(r.round.launch_tokens);
     tokens_.step_agreed = step;
+    // A new writer (the old one lost) writes its own lines from the earlier of this step and the writer group's.
+    writer_round_step_ = r.round.steps.front();
+    log_.forget_held_before(std::min(step, writer_round_step_));
   }
 }
 
@@ -562,7 +569,13 @@ void Trainer::watch_membership() {
 void Trainer::watch_progress() {
   // A recovery waits for the other groups' next round: allow three rounds of the steps so far, 20 s at least.
   const double mean_step = timed_tokens_ > 0 ? step_seconds_sum_ * world_tokens_per_step() / timed_tokens_ : 0;
-  comm::FailureWatch::expect_recovery(recoverable(), std::max(20.0, 3.0 * (s_.cfg.sync_every + 1) * mean_step));
+  double steps_per_round = static_cast<double>(s_.cfg.sync_every);
+  // Time-based rounds: T over a step's time as the rounds count it (the emulated clock's, or the wall's).
+  if (rounds_ && rounds_->timed()) {
+    const double counted = clock_step_ > 0 ? clock_step_ : mean_step;
+    steps_per_round = counted > 0 ? rounds_->round_seconds() / counted : 0;
+  }
+  comm::FailureWatch::expect_recovery(recoverable(), std::max(20.0, 3.0 * (steps_per_round + 1) * mean_step));
   comm::FailureWatch::progress();
 }
 
@@ -620,7 +633,7 @@ void Trainer::apply_loss(int64_t step, const MembershipChange& change, Clock::ti
                       change.during, "): groups ",
                       json_list(change.lost_group_ids), " left the job, groups ", json_list(change.group_ids),
                       " go on (", two_decimals(seconds), " s)"),
-                  step);
+                  step, cadence_.timed() ? std::optional<int64_t>(std::min(synced, writer_round_step_)) : std::nullopt);
 }
 
 void Trainer::rebuild(const comm::Layout& layout, std::vector<int> group_ids) {

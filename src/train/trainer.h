@@ -179,6 +179,8 @@ class Trainer {
   at::Tensor group_sent_;     // in a recoverable job: what this rank put into its group's agreement of the step
   at::Tensor group_agreed_;   // that agreement's result, as agree_in_group_again last had it
   std::optional<StopNotice> notice_;  // several groups: tells the others when this one stops
+  // Time-based rounds: the metrics writer's group's step at the last round (this group's own after a resume).
+  int64_t writer_round_step_ = 0;
   bool pending_round_ = false;  // this group stopped at a round that did not take place (restored: hold it first)
   double slow_ = 1;          // train.slow: this rank's compute stretch
   double clock_step_ = 0;    // federation.clock = emulated: the seconds one step of this group counts, else 0
