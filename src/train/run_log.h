@@ -67,7 +67,8 @@ class RunLog {
   // axis is the writer's group's, and the new writer's group stood at another step at the last round).
   void membership(const nlohmann::json& line, const std::string& said, int64_t step,
                   std::optional<int64_t> rewrite_after = std::nullopt);
-  // Time-based rounds: the held lines a new writer needs are those since this group's last round.
+  // Time-based rounds: a new writer needs its held lines from the earlier of its group's and the writer group's
+  // step at the last round on.
   void forget_held_before(int64_t step) { metrics_.forget_held_before(step); }
   void preempted(int64_t step, int signal, bool emulated, int exit_code);
   void summary(const nlohmann::json& line);
