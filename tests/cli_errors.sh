@@ -59,7 +59,7 @@ expect "plan: impossible group" "group size 3 does not divide the world size 512
 expect "negative rejoin_after" "federation.rejoin_after must not be negative" -- \
   "${train[@]}" --strategy fl-ddp --set federation.rejoin_after=-1
 expect "rejoin where in-job recovery does not reach" "federation.rejoin_after = 1 needs in-job recovery" -- \
-  "${train[@]}" --strategy fl-ddp --group-size 1 --set federation.round=seconds:0.3 --set federation.rejoin_after=1
+  "${train[@]}" --strategy fl-ddp --set parallel.emulate=2x1 --set checkpoint.every=0 --set federation.rejoin_after=1
 expect "rejoin with overlapped rounds" "federation.rejoin_after = 1 is not covered with federation.overlap = delayed" -- \
   "${train[@]}" --strategy fl-ddp --group-size 1 --overlap delayed --set federation.rejoin_after=1
 expect "rejoin with groups of different sizes" "federation.rejoin_after = 1 is not covered with groups of different sizes" -- \

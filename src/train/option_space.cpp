@@ -327,7 +327,7 @@ const std::vector<RefusalDecl>& declared_refusals() {
         const auto& g = c.cfg.groups;
         return std::adjacent_find(g.begin(), g.end(), std::not_equal_to<>()) != g.end();
       };
-      d.computed_says = "parallel.groups differ in size";
+      d.computed_says = "the groups differ in size";
       d.why = "not yet covered: a replacement takes the state of the rank at its position in the first group, whose "
               "shard is of another size where the groups differ";
       d.message = [](const Combination& c) {
