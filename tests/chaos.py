@@ -379,31 +379,43 @@ class Chaos:
                 not any(l.get("type") == "group_lost" for l in lines))
 
     def resume(self, args, out, i):
-        ranks = out + ".resume"
+        ranks, log = out + ".resume", out + ".resume.log"
         for attempt in range(3):
-            try:
-                p = subprocess.run(self.mpirun(ranks) + args + ["--resume", "auto"], capture_output=True, text=True,
-                                   timeout=TRIAL_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                # Who was still there (a launcher that stays, or ranks); their output stays with --keep.
-                alive = sorted(rank_pids(out))
+            job = subprocess.Popen(self.mpirun(ranks) + args + ["--resume", "auto"], stdout=open(log, "w"),
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+            t0, gone, lingered = time.monotonic(), None, False
+            while job.poll() is None and time.monotonic() - t0 < TRIAL_TIMEOUT:
+                time.sleep(0.5)
+                # As in a trial: mpirun staying LINGER s after its ranks ended is ended, the ranks' outcome judged.
+                gone = None if rank_pids(out) else (gone or time.monotonic())
+                if gone and time.monotonic() - gone > LINGER:
+                    lingered = True
+                    break
+            rc = job.poll()
+            alive = sorted(rank_pids(out)) if rc is None else []  # for a hang's line: who was still there
+            if rc is None:
+                os.killpg(job.pid, signal.SIGKILL)
+                job.wait()
+            subprocess.run(["pkill", "-9", "-f", out + " "], capture_output=True)
+            if rc is None and not lingered:
                 return f"FAIL: --resume auto hung (ranks still running: {alive or 'none, mpirun was'})"
-            finally:
-                subprocess.run(["pkill", "-9", "-f", out + " "], capture_output=True)
-            if p.returncode == 0 or LAUNCHER_FAILED not in p.stdout + p.stderr:
+            said = open(log, errors="replace").read()
+            if rc == 0 or lingered or LAUNCHER_FAILED not in said:
                 break
             shutil.rmtree(ranks, ignore_errors=True)
         errors = {l for r in range(8) for l in rank_text(ranks, r).splitlines() if l.startswith("fedshard: error")}
         errors = {re.sub(r"on rank \d+ of \d+: ", "", l) for l in errors}
         shutil.rmtree(ranks, ignore_errors=True)
+        os.remove(log)
         lines = logged_steps(os.path.join(out, "metrics.jsonl"))
-        if p.returncode == 0 and any(l.get("type") == "summary" for l in lines):
-            return "finished"
-        if p.returncode != 0 and len(errors) == 1:
-            return "refused: " + next(iter(errors))[len("fedshard: error: "):][:160]
-        said = (p.stdout + p.stderr).strip().splitlines()
-        return (f"FAIL: --resume auto exit {p.returncode}, {len(errors)} distinct error lines"
-                + (f"; mpirun's last line: {said[-1][:200]}" if said else ""))
+        stayed = f" (mpirun stayed {LINGER} s after its ranks had ended)" if lingered else ""
+        if (rc == 0 or lingered) and any(l.get("type") == "summary" for l in lines):
+            return "finished" + stayed
+        if rc != 0 and len(errors) == 1:
+            return "refused: " + next(iter(errors))[len("fedshard: error: "):][:160] + stayed
+        last = said.strip().splitlines()[-1:]
+        return (f"FAIL: --resume auto exit {rc}, {len(errors)} distinct error lines{stayed}"
+                + (f"; mpirun's last line: {last[0][:200]}" if last else ""))
 
     def run(self):
         self.prepare()
