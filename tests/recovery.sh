@@ -4,7 +4,7 @@
 # step 6 between rounds, whose partner must leave (comm/survivors.h says why), and the same with rank 1, whose
 # partner is rank 0, the metrics writer; then rank 0 while it writes the step-8 checkpoint (after the round; group
 # 0 leaves, the metrics writer with it); then two losses in a row: group 0 at the round's step 4, rank 6 in the
-# step-8 evaluation; and, in groups of 3,3,2, rank 6 at step 6. Each time the kept groups hold the round (or the
+# step-8 evaluation; rank 5 in the end-of-run summary; and, in groups of 3,3,2, rank 6 at step 6. Each time the kept groups hold the round (or the
 # evaluation, or the checkpoint) again without the lost group and finish the job in the same processes, no
 # checkpoint read:
 #  - the steps and evaluations before the first loss's round are the uninterrupted run's, bit for bit;
@@ -189,6 +189,23 @@ scenario "rank 0 killed while writing the step-8 checkpoint" checkpoint kill:0:8
 # second in the evaluation after the step-8 round (then done again by groups 1 and 2 alone).
 scenario "group 0 killed at step 4, then rank 6 in the step-8 evaluation" twice kill:0:4,kill:1:4,kill:6:8:eval \
   "4|[0]|[1, 2, 3]|[0, 1];8|[3]|[1, 2]|[6];" 7 "1: 3 groups, equal 2: 3 groups, equal 3: 2 groups, equal" tensorboard
+# Rank 5 killed in the end-of-run summary's gather (after every step and the final evaluation): the kept groups
+# gather again, the summary holds the 3 of them, and the steps are the uninterrupted run's.
+summary_run=$tmp/summary
+FEDSHARD_FAULT=kill:5:12:summary run 8 "$summary_run"
+rc=$?
+said=$($py -c "
+import json
+lines = [j for j in map(json.loads, open('$summary_run/metrics.jsonl')) if j['type'] in ('group_lost', 'summary')]
+print(' '.join(f\"{j['type']} {j.get('during', j.get('group_sizes'))}\" for j in lines))" 2>&1)
+if [ "$rc" -ne 0 ] || [ "$said" != "group_lost summary summary [2, 2, 2]" ] ||
+   ! rank_output "$summary_run.ranks" | grep -q "rank 4 of group 2: .* leave the job" ||
+   ! cmp -s <(numbers "$summary_run" before 12) <(numbers "$tmp/ref" before 12); then
+  fail "rank 5 killed in the summary: exit $rc, '$said'"
+else
+  ok "rank 5 killed in the summary: the kept groups gathered it again, its groups [2, 2, 2], the steps the uninterrupted run's (mpirun exit $rc)"
+fi
+
 # Groups of different sizes, 3,3,2: rank 6 killed at step 6, its partner rank 7 leaves. The kept groups of 3 keep the
 # launch's padding (a multiple of 6, not their own 3: comm/survivors.cpp), so each kept rank takes its own state over
 # in memory; the relaunch onto groups 3,3 reslices the checkpoint into their own padding.

@@ -43,11 +43,13 @@ PlannedFault parse_fault(const std::string& spec) {
     throw Error(cat("FEDSHARD_FAULT item '", spec, "': RANK and STEP must be integers"));
   }
   if (parts.size() == 4) {
-    FS_CHECK(parts[3] == "step" || parts[3] == "checkpoint" || parts[3] == "eval" || parts[3] == "join",
-             "FEDSHARD_FAULT point '", parts[3], "' must be step, checkpoint, eval or join");
+    FS_CHECK(parts[3] == "step" || parts[3] == "checkpoint" || parts[3] == "eval" || parts[3] == "join" ||
+                 parts[3] == "summary",
+             "FEDSHARD_FAULT point '", parts[3], "' must be step, checkpoint, eval, join or summary");
     f.point = parts[3] == "checkpoint" ? FaultPoint::Checkpoint
               : parts[3] == "eval"       ? FaultPoint::Eval
               : parts[3] == "join"       ? FaultPoint::Join
+              : parts[3] == "summary"    ? FaultPoint::Summary
                                          : FaultPoint::Step;
   }
   return f;

@@ -7,8 +7,9 @@
 // signal or a stop notice reaches it: a test's kill or signal from outside then lands at a known step), alloc
 // (LibTorch is asked for 2^50 bytes: its own out-of-memory error). POINT: step (default, after backward),
 // checkpoint (in the middle of writing that step's checkpoint), eval (before that step's evaluation of the global
-// model) or join (in the rejoin after step STEP, federation.rejoin_after: a replacement for launch rank RANK as it
-// starts up, a kept rank RANK before it sends the replacements their state).
+// model), join (in the rejoin after step STEP, federation.rejoin_after: a replacement for launch rank RANK as it
+// starts up, a kept rank RANK before it sends the replacements their state) or summary (in the end-of-run
+// summary's gather, STEP the last step).
 //
 // FEDSHARD_PREPARE_KILL=K: `fedshard prepare` kills itself (SIGKILL) after its K-th token shard is finished and
 // before progress.json says so, the worst moment for --resume.

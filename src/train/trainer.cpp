@@ -949,6 +949,7 @@ TrainSummary Trainer::finish(int64_t last_step, double wall_s, const comm::Ledge
   const at::Device device = sharded_->options().device;
   at::Tensor per_rank;
   const auto gather = [&] {
+    faults_.at(FaultPoint::Summary, last_step);
     const int world = topo_->layout().world(), rank = topo_->world_rank();
     per_rank = at::zeros({world, 2 + comm::kNumTiers}, at::TensorOptions().dtype(at::kDouble).device(device));
     per_rank[rank][0] = peak_rss_mb();

@@ -13,7 +13,7 @@ namespace fedshard {
 // Where a planned fault may strike: after a step's backward (Step), in the middle of writing that step's
 // checkpoint (Checkpoint), before that step's evaluation of the global model (Eval), in the rejoin after that step
 // (Join), and when prepare has finished that many token shards (Shard).
-enum class FaultPoint { Step, Checkpoint, Eval, Join, Shard };
+enum class FaultPoint { Step, Checkpoint, Eval, Join, Summary, Shard };
 
 class Faults {
  public:
