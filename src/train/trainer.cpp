@@ -421,7 +421,7 @@ Trainer::GroupAgreement Trainer::agree_in_group(int64_t step, at::Tensor l, doub
   // A kept peer that has finished this all-reduce may go on to the step's first agreement across groups (a round,
   // an evaluation, a checkpoint, the summary), see a loss there and revoke every communicator it holds, this
   // group's among them, before this rank has its result (revoked, no member lost). This rank then joins that
-  // recovery, after which every kept rank agrees once more over its rebuilt group (recovering). A member of this
+  // recovery, after which every kept rank agrees once more over its rebuilt group (apply_loss). A member of this
   // group lost is a loss in the group's own step, as before.
   group_sent_ = recoverable() ? l.clone() : at::Tensor();
   try {
@@ -589,7 +589,6 @@ bool Trainer::recovering(int64_t step, const char* during, Agreement how, const 
   auto change = membership_.with_recovery(recoverable(), how, *topo_, position(step, during), work, before);
   if (!change) return false;
   apply_surviving(step, std::move(*change), t0);
-  agree_in_group_again();
   return true;
 }
 
@@ -618,6 +617,9 @@ void Trainer::apply_loss(int64_t step, const MembershipChange& change, Clock::ti
   tokens_.restart(synced, tokens_through(synced));
   // The data is dealt over the kept groups from the next step on, as a relaunch of them would deal it.
   rebuild(change.layout, change.group_ids);
+  // Every kept rank agrees once more over its rebuilt group (agree_in_group says why); a loss meanwhile is one more
+  // loss of this recovery (apply_surviving).
+  agree_in_group_again();
   const double seconds = seconds_since(t0);
   // The first kept rank writes the metrics from here on (the old rank 0 may have been lost).
   log_.config(resolved_);
