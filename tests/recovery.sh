@@ -4,8 +4,9 @@
 # step 6 between rounds, whose partner must leave (comm/survivors.h says why), and the same with rank 1, whose
 # partner is rank 0, the metrics writer; then rank 0 while it writes the step-8 checkpoint (after the round; group
 # 0 leaves, the metrics writer with it); then two losses in a row: group 0 at the round's step 4, rank 6 in the
-# step-8 evaluation; rank 5 in the end-of-run summary; and, in groups of 3,3,2, rank 6 at step 6. Each time the kept groups hold the round (or the
-# evaluation, or the checkpoint) again without the lost group and finish the job in the same processes, no
+# step-8 evaluation; rank 5 in the end-of-run summary; in groups of 3,3,2, rank 6 at step 6; and under time-based
+# rounds with a slow group, rank 5 at step 6. Each time the kept groups hold the round (or the evaluation, or the
+# checkpoint) again without the lost group and finish the job in the same processes, no
 # checkpoint read:
 #  - the steps and evaluations before the first loss's round are the uninterrupted run's, bit for bit;
 #  - every round leaves every group with the same global model (federation.audit), with the groups left then;
@@ -218,6 +219,25 @@ run 8 "$tmp/ref-unequal" || fail "the uninterrupted run of groups 3,3,2"
 scenario "groups 3,3,2: rank 6 killed (step 6), its partner leaves" unequal kill:6:6 "8|[2]|[0, 1]|[6];" 7 \
   "1: 3 groups, equal 2: 2 groups, equal 3: 2 groups, equal"
 args=("${equal_args[@]}") variant="" relaunch_args=() relaunch_np=""
+
+# Time-based rounds on an emulated clock (a step counts 0.05 s, a round 0.2 s) with group 3 twice as slow: the
+# rounds come after steps 4, 8 and 12 of groups 0-2 and steps 2, 4 and 6 of group 3. Rank 5 killed at step 6, its
+# partner leaves; each kept group goes on from its own step, and the relaunch of the kept groups (the slow one now
+# group 2) from the step-8 checkpoint takes each on from there too.
+args=()
+for ((k = 0; k < ${#equal_args[@]}; k++)); do
+  if [ "${equal_args[k]}" = --sync-every ]; then k=$((k + 1)); else args+=("${equal_args[k]}"); fi
+done
+args+=(--round seconds:0.2 --set federation.clock=emulated:0.05 --slow group:3=2)
+variant=-timed relaunch_args=(--slow group:2=2)
+run 8 "$tmp/ref-timed" || fail "the uninterrupted run of time-based rounds"
+scenario "time-based rounds, group 3 slow: rank 5 killed (step 6), its partner leaves" timed kill:5:6 \
+  "8|[2]|[0, 1, 3]|[5];" 4 "$four_then_three"
+# The metrics writer's group lost: under time-based rounds its step lines since the last round were held, not
+# written (RunLog); the new writer, launch rank 2, writes steps 5-8 with its own group's loss.
+scenario "time-based rounds, group 3 slow: rank 1 killed (step 6), its partner rank 0 leaves" timed-writer kill:1:6 \
+  "8|[0]|[1, 2, 3]|[1];" 0 "$four_then_three"
+args=("${equal_args[@]}") variant="" relaunch_args=()
 
 # NAME DIR FAULT LOST JOINED FAILED AUDIT [RELAUNCH-STEP [ARGS...]]: with federation.rejoin_after = 1 the kept
 # ranks start replacements for the lost group's ranks (MPI_Comm_spawn) after the round held without it. LOST and
