@@ -4,10 +4,10 @@
 # step 6 between rounds, whose partner must leave (comm/survivors.h says why), and the same with rank 1, whose
 # partner is rank 0, the metrics writer; then rank 0 while it writes the step-8 checkpoint (after the round; group
 # 0 leaves, the metrics writer with it); then two losses in a row: group 0 at the round's step 4, rank 6 in the
-# step-8 evaluation; rank 5 in the end-of-run summary; in groups of 3,3,2, rank 6 at step 6; and under time-based
-# rounds with a slow group, rank 5 at step 6. Each time the kept groups hold the round (or the evaluation, or the
-# checkpoint) again without the lost group and finish the job in the same processes, no
-# checkpoint read:
+# step-8 evaluation; rank 5 at step 6, then rank 2 during that recovery; rank 5 in the end-of-run summary; in groups
+# of 3,3,2, rank 6 at step 6; and under time-based rounds with a slow group, rank 5 at step 6, rank 1 at step 6 and
+# rank 1 in the final checkpoint. Each time the kept groups hold the round (or the evaluation, or the checkpoint)
+# again without the lost group and finish the job in the same processes, no checkpoint read:
 #  - the steps and evaluations before the first loss's round are the uninterrupted run's, bit for bit;
 #  - every round leaves every group with the same global model (federation.audit), with the groups left then;
 #  - the steps after the last recovery differ from the uninterrupted run's and equal, with the evaluations,
@@ -190,6 +190,10 @@ scenario "rank 0 killed while writing the step-8 checkpoint" checkpoint kill:0:8
 # second in the evaluation after the step-8 round (then done again by groups 1 and 2 alone).
 scenario "group 0 killed at step 4, then rank 6 in the step-8 evaluation" twice kill:0:4,kill:1:4,kill:6:8:eval \
   "4|[0]|[1, 2, 3]|[0, 1];8|[3]|[1, 2]|[6];" 7 "1: 3 groups, equal 2: 3 groups, equal 3: 2 groups, equal" tensorboard
+# A loss during a recovery: rank 2 killed while the kept groups rebuild after rank 5's loss (kill:2:8:recovery);
+# they recover once more, without group 1 as well.
+scenario "rank 5 killed (step 6), then rank 2 during the recovery" in-recovery kill:5:6,kill:2:8:recovery \
+  "8|[2]|[0, 1, 3]|[5];8|[1]|[0, 3]|[2];" 3 "1: 4 groups, equal 2: 2 groups, equal 3: 2 groups, equal"
 # Rank 5 killed in the end-of-run summary's gather (after every step and the final evaluation): the kept groups
 # gather again, the summary holds the 3 of them, and the steps are the uninterrupted run's.
 summary_run=$tmp/summary
@@ -237,6 +241,34 @@ scenario "time-based rounds, group 3 slow: rank 5 killed (step 6), its partner l
 # written (RunLog); the new writer, launch rank 2, writes steps 5-8 with its own group's loss.
 scenario "time-based rounds, group 3 slow: rank 1 killed (step 6), its partner rank 0 leaves" timed-writer kill:1:6 \
   "8|[0]|[1, 2, 3]|[1];" 0 "$four_then_three"
+# The writer's group lost in the final checkpoint, after the last round, where the new writer's group (group 1, now
+# the slow one) stands at step 6 to the writer's 12: the lost writer's lines through its step 12 stay (every round
+# and evaluation once; the new writer's steps 7-12 are not written again), the checkpoint is written again with the
+# kept groups' own steps, and --resume auto finds nothing left.
+final=$tmp/timed-final
+run 8 "$tmp/ref-timed-final" --slow group:1=2 || fail "the uninterrupted run of time-based rounds, group 1 slow"
+FEDSHARD_FAULT=kill:1:12:checkpoint run 8 "$final" --slow group:1=2
+rc=$?
+said=$($py -c "
+import json
+lines = [j for j in map(json.loads, open('$final/metrics.jsonl'))]
+print(' '.join(f\"{j['type']} {j['step']}\" + (f\" {j['group_steps']}\" if j['type'] == 'round' else '')
+               for j in lines if j['type'] in ('round', 'eval', 'group_lost')),
+      [j['step'] for j in lines if j['type'] == 'step'] == list(range(1, 13)))
+meta = json.load(open('$final/checkpoints/' + open('$final/checkpoints/latest').read().strip() + '/meta.json'))
+print(meta['federation']['group_ids'], meta['federation']['group_steps'])" 2>&1)
+want="round 4 [4, 2, 4, 4] eval 4 round 8 [8, 4, 8, 8] eval 8 round 12 [12, 6, 12, 12] eval 12 group_lost 6 True
+[1, 2, 3] [6, 12, 12]"
+finals=$(rank_output "$final.ranks" | grep -c "^final validation")
+run 8 "$final" --slow group:1=2 --resume auto  # its output joins the run's in $final.ranks
+resumed=$?
+if [ "$rc" -ne 0 ] || [ "$said" != "$want" ] || [ "$finals" -ne 1 ] ||
+   ! cmp -s <(numbers "$final" before 12) <(numbers "$tmp/ref-timed-final" before 12) || [ "$resumed" -ne 2 ] ||
+   ! rank_output "$final.ranks" | grep -q "its groups are at steps \[6,12,12\], train.steps is 12: nothing left"; then
+  fail "time-based rounds, the writer's group lost in the final checkpoint: exit $rc, '$said', resume exit $resumed"
+else
+  ok "time-based rounds, the writer's group lost in the final checkpoint, the new writer's behind: each round and evaluation once, the steps the uninterrupted run's, the checkpoint's groups [1, 2, 3] at steps [6, 12, 12] (mpirun exit $rc)"
+fi
 args=("${equal_args[@]}") variant="" relaunch_args=()
 
 # NAME DIR FAULT LOST JOINED FAILED AUDIT [RELAUNCH-STEP [ARGS...]]: with federation.rejoin_after = 1 the kept

@@ -44,12 +44,13 @@ PlannedFault parse_fault(const std::string& spec) {
   }
   if (parts.size() == 4) {
     FS_CHECK(parts[3] == "step" || parts[3] == "checkpoint" || parts[3] == "eval" || parts[3] == "join" ||
-                 parts[3] == "summary",
-             "FEDSHARD_FAULT point '", parts[3], "' must be step, checkpoint, eval, join or summary");
+                 parts[3] == "summary" || parts[3] == "recovery",
+             "FEDSHARD_FAULT point '", parts[3], "' must be step, checkpoint, eval, join, summary or recovery");
     f.point = parts[3] == "checkpoint" ? FaultPoint::Checkpoint
               : parts[3] == "eval"       ? FaultPoint::Eval
               : parts[3] == "join"       ? FaultPoint::Join
               : parts[3] == "summary"    ? FaultPoint::Summary
+              : parts[3] == "recovery"   ? FaultPoint::Recovery
                                          : FaultPoint::Step;
   }
   return f;

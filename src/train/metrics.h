@@ -25,20 +25,24 @@ class MetricsLog {
   bool is_open() const { return file_ != nullptr; }
   // While not open, keep the last `n` step, eval and round lines given to write(), and every membership line
   // (group_lost, group_joined): a rank that becomes the writer when rank 0 is lost (in-job recovery) writes those
-  // its predecessor did not (write_held: by type, step, model and groups, those the file does not hold), the
-  // membership lines first.
+  // its predecessor did not (write_held), the membership lines first. A step line is told apart by its step, a
+  // round by its groups' steps, an evaluation of the global model by the tokens it came after (under time-based
+  // rounds the groups stand at different steps), and the membership lines by their order: the file's since the
+  // last resume are the first of those held.
   void hold_lines(size_t n) { hold_ = n; }
   // Drops the held step, eval and round lines of steps before `step`.
   void forget_held_before(int64_t step);
-  // Drops the held round lines and the global model's evaluations.
-  void forget_held_rounds();
   void write_held();
+  // From now on, step lines (and a group's own evaluations) of steps up to `step` are not written: the file holds
+  // a lost writer's lines of those steps (time-based rounds, where the new writer's group stood at other steps).
+  void skip_steps_through(int64_t step) { skip_through_ = step; }
 
  private:
   std::FILE* file_ = nullptr;
   std::string path_;
   TensorBoardLog tensorboard_;
   size_t hold_ = 0;
+  int64_t skip_through_ = 0;
   std::deque<nlohmann::json> held_;
   std::vector<nlohmann::json> held_membership_;
 };

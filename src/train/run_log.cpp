@@ -1,5 +1,6 @@
 #include "train/run_log.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -119,25 +120,25 @@ void RunLog::progress(int64_t step, double loss, double lr, double tok_per_s, do
   progress_.update(step, loss, lr, tok_per_s, extra);
 }
 
-void RunLog::take_over(int64_t step, std::optional<int64_t> rewrite_after) {
-  // After the lost writer's last whole line (or its last line through rewrite_after), the step and eval lines it
+void RunLog::take_over(int64_t step) {
+  // After the lost writer's last whole line (under time-based rounds, its last through kept_through_), the lines it
   // did not write, as this rank logged them (its group's loss), and their TensorBoard mirror in a new event file
   // that starts after that step.
-  if (!cfg_.tensorboard.empty()) metrics_.mirror_to_tensorboard(cfg_.tensorboard, rewrite_after.value_or(step));
-  reopen_metrics_after(rewrite_after.value_or(std::numeric_limits<int64_t>::max()));
-  // Time-based rounds: the lost writer logged every round that took place, and its evaluation, at its own steps;
-  // this rank's lines of them, at its steps, would say them twice.
-  if (rewrite_after) metrics_.forget_held_rounds();
+  if (!cfg_.tensorboard.empty()) metrics_.mirror_to_tensorboard(cfg_.tensorboard, kept_through_.value_or(step));
+  reopen_metrics_after(kept_through_.value_or(std::numeric_limits<int64_t>::max()));
+  if (kept_through_) metrics_.skip_steps_through(*kept_through_);
 }
 
 void RunLog::membership(const nlohmann::json& line, const std::string& said, int64_t step,
-                        std::optional<int64_t> rewrite_after) {
+                        std::optional<int64_t> writer_round_step) {
+  // Every rank keeps the mark, so that a later takeover keeps what an earlier writer wrote.
+  if (writer_round_step) kept_through_ = std::max(kept_through_.value_or(0), *writer_round_step);
   if (!writer_) {
     metrics_.write(line);  // held: the writer may be lost before it writes the line
     return;
   }
   const bool took_over = !metrics_.is_open();
-  if (took_over) take_over(step, rewrite_after);
+  if (took_over) take_over(step);
   metrics_.write(line);
   if (took_over) metrics_.write_held();
   std::fprintf(stderr, "%s\n", said.c_str());

@@ -62,11 +62,13 @@ class RunLog {
   void progress(int64_t step, double loss, double lr, double tok_per_s, double val_ppl);
   void finish_progress() { progress_.finish(); }
   // A membership change (in-job recovery) or the rejoin that did not happen, with its line on stderr; `line` is
-  // the metrics line. After a lost writer, the first kept rank takes over first, at `step`; with `rewrite_after`,
-  // the lost writer's lines of later steps go and this rank's held ones stand for them (time-based rounds: the step
-  // axis is the writer's group's, and the new writer's group stood at another step at the last round).
+  // the metrics line. After a lost writer, the first kept rank takes over first, at `step`. Under time-based rounds
+  // the step axis is the writer's group's, and a new writer's group stands at other steps: `writer_round_step` is
+  // the writer's group's step at the last round. The lines a lost writer wrote through it stay (rounds and
+  // evaluations included); its later steps, which never reached the global model, go; the new writer's step
+  // lines go on after the largest such step, so that each step is written once.
   void membership(const nlohmann::json& line, const std::string& said, int64_t step,
-                  std::optional<int64_t> rewrite_after = std::nullopt);
+                  std::optional<int64_t> writer_round_step = std::nullopt);
   // Time-based rounds: a new writer needs its held lines from the earlier of its group's and the writer group's
   // step at the last round on.
   void forget_held_before(int64_t step) { metrics_.forget_held_before(step); }
@@ -79,12 +81,13 @@ class RunLog {
  private:
   // Drops metrics lines of steps after `step` (a resumed run rewrites them) and a line cut short; reopens.
   void reopen_metrics_after(int64_t step);
-  void take_over(int64_t step, std::optional<int64_t> rewrite_after);
+  void take_over(int64_t step);
 
   const TrainConfig& cfg_;
   bool writer_ = false;
   MetricsLog metrics_;
   Progress progress_;
+  std::optional<int64_t> kept_through_;  // time-based rounds: the lines through this step stay at a takeover
 };
 
 }  // namespace fedshard::train

@@ -108,6 +108,7 @@ struct Trainer::StepResult {
   double round_seconds = 0;  // the training thread's wait in the federation round's calls
   bool profiled = false;        // train.profile_steps: the profiler's overhead is in `seconds`
   federation::Agreement round;  // when agreed
+  std::vector<int> round_group_ids;  // the groups that agreed, in the order of round's per-group fields
   comm::LedgerSnapshot comm;    // what the collectives recorded during the step
   std::array<double, comm::kNumTiers> sent{};  // bytes this rank sent for the step, per tier
 };
@@ -503,6 +504,7 @@ bool Trainer::begin_round(int64_t step, bool nonfinite, StepResult& r) {
   // Held groups enter the round as their mean, weighted as all of them, and all leave it with the result.
   if (held_) held_->combine(cfg.inner_state == "average");
   r.round = agg.begin(rounds_->units(step), rounds_->weight(step), vote(step, nonfinite));
+  r.round_group_ids = s_.group_ids;
   r.agreed = true;
   r.stop = r.round.any.stop;
   // Another group stopped between rounds: this round is held first thing after the resume.
@@ -617,6 +619,7 @@ void Trainer::apply_loss(int64_t step, const MembershipChange& change, Clock::ti
   tokens_.restart(synced, tokens_through(synced));
   // The data is dealt over the kept groups from the next step on, as a relaunch of them would deal it.
   rebuild(change.layout, change.group_ids);
+  faults_.at(FaultPoint::Recovery, step);
   // Every kept rank agrees once more over its rebuilt group (agree_in_group says why); a loss meanwhile is one more
   // loss of this recovery (apply_surviving).
   agree_in_group_again();
@@ -635,7 +638,7 @@ void Trainer::apply_loss(int64_t step, const MembershipChange& change, Clock::ti
                       change.during, "): groups ",
                       json_list(change.lost_group_ids), " left the job, groups ", json_list(change.group_ids),
                       " go on (", two_decimals(seconds), " s)"),
-                  step, cadence_.timed() ? std::optional<int64_t>(std::min(synced, writer_round_step_)) : std::nullopt);
+                  step, cadence_.timed() ? std::optional<int64_t>(writer_round_step_) : std::nullopt);
 }
 
 void Trainer::rebuild(const comm::Layout& layout, std::vector<int> group_ids) {
@@ -838,13 +841,21 @@ void Trainer::save(const StepResult& r) {
   // Where the groups met at different steps (time-based rounds, a stop between rounds), each goes on from
   // its own; the checkpoint is named by group 0's.
   if (r.agreed) {
-    const auto& steps = r.round.steps;
+    // Per group as of the agreement, of the groups still here (a loss since: the checkpoint written again).
+    std::vector<int64_t> steps;
+    std::vector<bool> at_round;
+    for (int id : s_.group_ids) {
+      const auto g = static_cast<size_t>(
+          std::find(r.round_group_ids.begin(), r.round_group_ids.end(), id) - r.round_group_ids.begin());
+      steps.push_back(r.round.steps.at(g));
+      at_round.push_back(r.round.at_round.at(g));
+    }
     const bool differ = std::any_of(steps.begin(), steps.end(), [&](int64_t x) { return x != steps.front(); });
     if (cadence_.timed() || differ || !r.round.issued) {
       st.step = steps.front();
       st.group_steps = steps;
     }
-    if (!r.round.issued) st.pending_rounds = r.round.at_round;
+    if (!r.round.issued) st.pending_rounds = at_round;
   }
   save_checkpoint(s_.cfg.out, static_cast<int>(s_.cfg.checkpoint_keep), st, resolved_, s_.model, *topo_, *sharded_,
                   *engine_.optimizer, engine_.aggregator.get(), faults_);

@@ -12,8 +12,9 @@ namespace fedshard {
 
 // Where a planned fault may strike: after a step's backward (Step), in the middle of writing that step's
 // checkpoint (Checkpoint), before that step's evaluation of the global model (Eval), in the rejoin after that step
-// (Join), and when prepare has finished that many token shards (Shard).
-enum class FaultPoint { Step, Checkpoint, Eval, Join, Summary, Shard };
+// (Join), in the end-of-run summary (Summary), in a recovery after the engine was rebuilt over the kept groups
+// (Recovery), and when prepare has finished that many token shards (Shard).
+enum class FaultPoint { Step, Checkpoint, Eval, Join, Summary, Recovery, Shard };
 
 class Faults {
  public:
