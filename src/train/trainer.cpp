@@ -461,6 +461,7 @@ void Trainer::after_step(int64_t step, const GroupAgreement& g, StepResult& r) {
   } else if (group_stop_ && topo_->layout().groups() > 1) {
     // Between rounds: stop at this step rather than at the next round (which may be past the grace time).
     r.round = engine_.aggregator->vote_stop(vote(step, g.nonfinite));
+    r.round_group_ids = s_.group_ids;
     r.agreed = true;
     r.stop = true;
   } else {
@@ -842,6 +843,7 @@ void Trainer::save(const StepResult& r) {
   // its own; the checkpoint is named by group 0's.
   if (r.agreed) {
     // Per group as of the agreement, of the groups still here (a loss since: the checkpoint written again).
+    FS_ASSERT(r.round_group_ids.size() == r.round.steps.size(), "the round's groups are not known");
     std::vector<int64_t> steps;
     std::vector<bool> at_round;
     for (int id : s_.group_ids) {
