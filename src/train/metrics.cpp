@@ -1,6 +1,5 @@
 #include "train/metrics.h"
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
