@@ -1,9 +1,15 @@
 // The CUDA kernels' launchers (kernels/*.cu): raw pointers on the caller's stream, so that the .cu files need no
 // ATen header. Storage dtype by code; `Acc` buffers (inv, dw) are float32 for float32 and bfloat16 data, float64
-// for float64 data. Only in a CUDA build.
+// for float64 data. A build without CUDA declares them too and kernels/no_cuda_kernels.cpp defines them to refuse,
+// so the operations' host code is one in both builds (kernels/dispatch.h).
 #pragma once
 
+#if defined(FEDSHARD_CUDA) || defined(__CUDACC__)
 #include <cuda_runtime_api.h>
+#else
+struct CUstream_st;
+using cudaStream_t = CUstream_st*;
+#endif
 
 #include <cstdint>
 

@@ -80,6 +80,14 @@ __device__ Acc block_sum(Acc v) {
   return total;
 }
 
+// Blocks of kElementThreads for a grid-stride loop over n elements: enough to cover them, at most 65536 (each
+// thread then takes several).
+constexpr int kElementThreads = 256;
+inline unsigned elementwise_blocks(int64_t n) {
+  const int64_t b = (n + kElementThreads - 1) / kElementThreads;
+  return static_cast<unsigned>(b < 65536 ? b : 65536);
+}
+
 // Threads per row-block: a multiple of 32, at most 512, no more than the row needs.
 inline int row_threads(int64_t dim) {
   const int64_t t = (dim + 31) / 32 * 32;

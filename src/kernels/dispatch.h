@@ -1,5 +1,6 @@
-// What the fused operations' host code shares: the storage dtypes they take, the rounding of each (for the CPU
-// loops) and, in a CUDA build, the dtype code and stream their launchers take.
+// What the fused operations' host code shares: the one dispatch between the CUDA launcher and the CPU loop, the
+// storage dtypes they take, the rounding of each (for the CPU loops), and the dtype code and stream the launchers
+// take.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -8,10 +9,10 @@
 #include "kernels/host_device.h"
 #include "util/error.h"
 
+#include "kernels/cuda_launch.h"
+
 #ifdef FEDSHARD_CUDA
 #include <c10/cuda/CUDAStream.h>
-
-#include "kernels/cuda_launch.h"
 #endif
 
 namespace fedshard::kernels {
@@ -45,12 +46,23 @@ void with_storage_type(at::ScalarType t, const char* op, F&& f) {
   }
 }
 
-#ifdef FEDSHARD_CUDA
 inline cuda::Dtype cuda_dtype(at::ScalarType t) {
   return t == at::kDouble ? cuda::Dtype::Float64 : t == at::kBFloat16 ? cuda::Dtype::BFloat16 : cuda::Dtype::Float32;
 }
-inline cudaStream_t stream_of(const at::Tensor& t) { return c10::cuda::getCurrentCUDAStream(t.device().index()).stream(); }
+inline cudaStream_t stream_of([[maybe_unused]] const at::Tensor& t) {
+#ifdef FEDSHARD_CUDA
+  return c10::cuda::getCurrentCUDAStream(t.device().index()).stream();
+#else
+  return nullptr;
 #endif
+}
+
+// A fused operation on `t`: on_cuda() (its launcher) for a CUDA tensor, else on_cpu(T{}) with T the storage type.
+template <typename OnCuda, typename OnCpu>
+void dispatch(const at::Tensor& t, const char* op, OnCuda&& on_cuda, OnCpu&& on_cpu) {
+  if (t.is_cuda()) return on_cuda();
+  with_storage_type(t.scalar_type(), op, std::forward<OnCpu>(on_cpu));
+}
 
 // A CUDA tensor reached a fused operation in a build without the kernels: the config refuses this first.
 [[noreturn]] inline void no_cuda_kernels(const char* op) {

@@ -76,23 +76,20 @@ void rms_norm_backward_rows(const T* dy, const T* dh, const T* x, const T* w, co
 void rms_norm_forward_any(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& w, const at::Tensor& h,
                  const at::Tensor& y, const at::Tensor& inv, double eps) {
   const int64_t dim = x.size(-1), rows = x.numel() / dim;
-  if (x.is_cuda()) {
-#ifdef FEDSHARD_CUDA
-    cuda::rms_norm_forward(cuda_dtype(x.scalar_type()), x.data_ptr(), delta.defined() ? delta.data_ptr() : nullptr,
-                           w.data_ptr(), h.defined() ? h.data_ptr() : nullptr, y.data_ptr(), inv.data_ptr(), rows, dim,
-                           eps, stream_of(x));
-    return;
-#else
-    no_cuda_kernels("rms_norm");
-#endif
-  }
-  with_storage_type(x.scalar_type(), "rms_norm", [&](auto tag) {
-    using T = decltype(tag);
-    using Acc = typename AccOf<T>::type;
-    rms_norm_forward_rows<T>(x.data_ptr<T>(), delta.defined() ? delta.data_ptr<T>() : nullptr, w.data_ptr<T>(),
-                             h.defined() ? h.data_ptr<T>() : nullptr, y.data_ptr<T>(), inv.data_ptr<Acc>(), rows, dim,
-                             eps);
-  });
+  dispatch(
+      x, "rms_norm",
+      [&] {
+        cuda::rms_norm_forward(cuda_dtype(x.scalar_type()), x.data_ptr(), delta.defined() ? delta.data_ptr() : nullptr,
+                               w.data_ptr(), h.defined() ? h.data_ptr() : nullptr, y.data_ptr(), inv.data_ptr(), rows,
+                               dim, eps, stream_of(x));
+      },
+      [&](auto tag) {
+        using T = decltype(tag);
+        using Acc = typename AccOf<T>::type;
+        rms_norm_forward_rows<T>(x.data_ptr<T>(), delta.defined() ? delta.data_ptr<T>() : nullptr, w.data_ptr<T>(),
+                                 h.defined() ? h.data_ptr<T>() : nullptr, y.data_ptr<T>(), inv.data_ptr<Acc>(), rows,
+                                 dim, eps);
+      });
 }
 
 // Returns the weight's gradient in the accumulation dtype.
@@ -100,23 +97,20 @@ at::Tensor rms_norm_backward_any(const at::Tensor& dy, const at::Tensor& dh, con
                         const at::Tensor& inv, const at::Tensor& dx) {
   const int64_t dim = x.size(-1), rows = x.numel() / dim;
   auto dw = at::empty({dim}, inv.options());
-  if (x.is_cuda()) {
-#ifdef FEDSHARD_CUDA
-    auto partial = at::empty({cuda::rms_norm_backward_blocks(rows), dim}, inv.options());
-    cuda::rms_norm_backward(cuda_dtype(x.scalar_type()), dy.data_ptr(), dh.defined() ? dh.data_ptr() : nullptr,
-                            x.data_ptr(), w.data_ptr(), inv.data_ptr(), dx.data_ptr(), partial.data_ptr(),
-                            dw.data_ptr(), rows, dim, stream_of(x));
-    return dw;
-#else
-    no_cuda_kernels("rms_norm backward");
-#endif
-  }
-  with_storage_type(x.scalar_type(), "rms_norm backward", [&](auto tag) {
-    using T = decltype(tag);
-    using Acc = typename AccOf<T>::type;
-    rms_norm_backward_rows<T>(dy.data_ptr<T>(), dh.defined() ? dh.data_ptr<T>() : nullptr, x.data_ptr<T>(),
-                              w.data_ptr<T>(), inv.data_ptr<Acc>(), dx.data_ptr<T>(), dw.data_ptr<Acc>(), rows, dim);
-  });
+  dispatch(
+      x, "rms_norm backward",
+      [&] {
+        auto partial = at::empty({cuda::rms_norm_backward_blocks(rows), dim}, inv.options());
+        cuda::rms_norm_backward(cuda_dtype(x.scalar_type()), dy.data_ptr(), dh.defined() ? dh.data_ptr() : nullptr,
+                                x.data_ptr(), w.data_ptr(), inv.data_ptr(), dx.data_ptr(), partial.data_ptr(),
+                                dw.data_ptr(), rows, dim, stream_of(x));
+      },
+      [&](auto tag) {
+        using T = decltype(tag);
+        using Acc = typename AccOf<T>::type;
+        rms_norm_backward_rows<T>(dy.data_ptr<T>(), dh.defined() ? dh.data_ptr<T>() : nullptr, x.data_ptr<T>(),
+                                  w.data_ptr<T>(), inv.data_ptr<Acc>(), dx.data_ptr<T>(), dw.data_ptr<Acc>(), rows, dim);
+      });
   return dw;
 }
 

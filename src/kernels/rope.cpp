@@ -43,21 +43,18 @@ void rope_rows(const T* in, T* out, const typename AccOf<T>::type* cos, const ty
 void rope_any(const at::Tensor& in, const at::Tensor& out, const at::Tensor& cos, const at::Tensor& sin,
               int64_t head_dim, bool back) {
   const int64_t seq = in.size(1), rows = in.size(0) * seq, heads = in.size(2) / head_dim;
-  if (in.is_cuda()) {
-#ifdef FEDSHARD_CUDA
-    cuda::rope(cuda_dtype(in.scalar_type()), in.data_ptr(), out.data_ptr(), cos.data_ptr(), sin.data_ptr(), rows, seq,
-               heads, head_dim, back, stream_of(in));
-    return;
-#else
-    no_cuda_kernels("rope");
-#endif
-  }
-  with_storage_type(in.scalar_type(), "rope", [&](auto tag) {
-    using T = decltype(tag);
-    using Acc = typename AccOf<T>::type;
-    rope_rows<T>(in.data_ptr<T>(), out.data_ptr<T>(), cos.data_ptr<Acc>(), sin.data_ptr<Acc>(), rows, seq, heads,
-                 head_dim, back);
-  });
+  dispatch(
+      in, "rope",
+      [&] {
+        cuda::rope(cuda_dtype(in.scalar_type()), in.data_ptr(), out.data_ptr(), cos.data_ptr(), sin.data_ptr(), rows,
+                   seq, heads, head_dim, back, stream_of(in));
+      },
+      [&](auto tag) {
+        using T = decltype(tag);
+        using Acc = typename AccOf<T>::type;
+        rope_rows<T>(in.data_ptr<T>(), out.data_ptr<T>(), cos.data_ptr<Acc>(), sin.data_ptr<Acc>(), rows, seq, heads,
+                     head_dim, back);
+      });
 }
 
 class RopeFunction : public torch::autograd::Function<RopeFunction> {

@@ -36,11 +36,10 @@ void rope(Dtype t, const void* in, void* out, const void* cos, const void* sin, 
           int64_t heads, int64_t head_dim, bool back, cudaStream_t stream) {
   const int64_t pairs = rows * heads * (head_dim / 2);
   if (pairs == 0) return;
-  const int64_t blocks = (pairs + 255) / 256 < 65536 ? (pairs + 255) / 256 : 65536;
   with_cuda_type(t, [&](auto tag) {
     using T = decltype(tag);
     using Acc = typename Storage<T>::Acc;
-    rope_kernel<T><<<static_cast<unsigned>(blocks), 256, 0, stream>>>(
+    rope_kernel<T><<<elementwise_blocks(pairs), kElementThreads, 0, stream>>>(
         static_cast<const T*>(in), static_cast<T*>(out), static_cast<const Acc*>(cos), static_cast<const Acc*>(sin),
         pairs, seq, heads, head_dim, back);
   });

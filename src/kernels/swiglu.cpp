@@ -43,18 +43,16 @@ class SwigluFunction : public torch::autograd::Function<SwigluFunction> {
               " and u ", u_in.sizes(), " differ");
     const auto g = g_in.contiguous(), u = u_in.contiguous();
     auto y = at::empty_like(g);
-    if (g.is_cuda()) {
-#ifdef FEDSHARD_CUDA
-      cuda::swiglu_forward(cuda_dtype(g.scalar_type()), g.data_ptr(), u.data_ptr(), y.data_ptr(), g.numel(), stream_of(g));
-#else
-      no_cuda_kernels("swiglu_gate");
-#endif
-    } else {
-      with_storage_type(g.scalar_type(), "swiglu_gate", [&](auto tag) {
-        using T = decltype(tag);
-        swiglu_forward_elements<T>(g.data_ptr<T>(), u.data_ptr<T>(), y.data_ptr<T>(), g.numel());
-      });
-    }
+    dispatch(
+        g, "swiglu_gate",
+        [&] {
+          cuda::swiglu_forward(cuda_dtype(g.scalar_type()), g.data_ptr(), u.data_ptr(), y.data_ptr(), g.numel(),
+                               stream_of(g));
+        },
+        [&](auto tag) {
+          using T = decltype(tag);
+          swiglu_forward_elements<T>(g.data_ptr<T>(), u.data_ptr<T>(), y.data_ptr<T>(), g.numel());
+        });
     ctx->save_for_backward({g, u});
     return y;
   }
@@ -63,20 +61,17 @@ class SwigluFunction : public torch::autograd::Function<SwigluFunction> {
     const auto &g = saved[0], &u = saved[1];
     const auto dy = grads[0].contiguous();
     auto dg = at::empty_like(g), du = at::empty_like(u);
-    if (g.is_cuda()) {
-#ifdef FEDSHARD_CUDA
-      cuda::swiglu_backward(cuda_dtype(g.scalar_type()), g.data_ptr(), u.data_ptr(), dy.data_ptr(), dg.data_ptr(),
-                            du.data_ptr(), g.numel(), stream_of(g));
-#else
-      no_cuda_kernels("swiglu_gate backward");
-#endif
-    } else {
-      with_storage_type(g.scalar_type(), "swiglu_gate backward", [&](auto tag) {
-        using T = decltype(tag);
-        swiglu_backward_elements<T>(g.data_ptr<T>(), u.data_ptr<T>(), dy.data_ptr<T>(), dg.data_ptr<T>(),
-                                    du.data_ptr<T>(), g.numel());
-      });
-    }
+    dispatch(
+        g, "swiglu_gate backward",
+        [&] {
+          cuda::swiglu_backward(cuda_dtype(g.scalar_type()), g.data_ptr(), u.data_ptr(), dy.data_ptr(), dg.data_ptr(),
+                                du.data_ptr(), g.numel(), stream_of(g));
+        },
+        [&](auto tag) {
+          using T = decltype(tag);
+          swiglu_backward_elements<T>(g.data_ptr<T>(), u.data_ptr<T>(), dy.data_ptr<T>(), dg.data_ptr<T>(),
+                                      du.data_ptr<T>(), g.numel());
+        });
     return {dg, du};
   }
 };

@@ -29,18 +29,13 @@ __global__ void swiglu_backward_kernel(const T* g, const T* u, const T* dy, T* d
   }
 }
 
-unsigned elementwise_blocks(int64_t n) {
-  const int64_t b = (n + 255) / 256;
-  return static_cast<unsigned>(b < 65536 ? b : 65536);
-}
-
 }  // namespace
 
 void swiglu_forward(Dtype t, const void* g, const void* u, void* y, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
   with_cuda_type(t, [&](auto tag) {
     using T = decltype(tag);
-    swiglu_forward_kernel<T><<<elementwise_blocks(n), 256, 0, stream>>>(static_cast<const T*>(g), static_cast<const T*>(u),
+    swiglu_forward_kernel<T><<<elementwise_blocks(n), kElementThreads, 0, stream>>>(static_cast<const T*>(g), static_cast<const T*>(u),
                                                                         static_cast<T*>(y), n);
   });
   FS_CUDA_LAUNCHED("swiglu_forward");
@@ -51,7 +46,7 @@ void swiglu_backward(Dtype t, const void* g, const void* u, const void* dy, void
   if (n == 0) return;
   with_cuda_type(t, [&](auto tag) {
     using T = decltype(tag);
-    swiglu_backward_kernel<T><<<elementwise_blocks(n), 256, 0, stream>>>(
+    swiglu_backward_kernel<T><<<elementwise_blocks(n), kElementThreads, 0, stream>>>(
         static_cast<const T*>(g), static_cast<const T*>(u), static_cast<const T*>(dy), static_cast<T*>(dg),
         static_cast<T*>(du), n);
   });

@@ -2,9 +2,14 @@
 
 #include <sstream>
 
+#include "kernels/cross_entropy.h"
 #include "util/error.h"
 
 namespace fedshard::model {
+
+int64_t ModelConfig::loss_rows() const {
+  return loss_chunk_rows > 0 ? loss_chunk_rows : kernels::cross_entropy_chunk_rows(dim);
+}
 
 int64_t ModelConfig::ffn_hidden_dim() const {
   if (ffn_hidden > 0) return ffn_hidden;

@@ -55,6 +55,8 @@ struct ModelConfig {
   int64_t loss_chunk_rows = 0;
 
   int64_t head_dim() const { return dim / n_heads; }
+  // The chunk rows of a chunked cross-entropy: loss_chunk_rows, else kernels::cross_entropy_chunk_rows(dim).
+  int64_t loss_rows() const;
   // ffn_hidden, else Llama's SwiGLU hidden size: 2/3 of 4*dim, times the multiplier, rounded up to multiple_of.
   int64_t ffn_hidden_dim() const;
   int64_t params_per_block() const;

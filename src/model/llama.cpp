@@ -170,8 +170,7 @@ class HeadUnit : public Unit {
   at::Tensor forward_loss(const at::Tensor& x, const at::Tensor& targets, kernels::Reduction reduction) override {
     const auto h = ops_.norm(x, norm);
     if (cfg_.chunked_loss) {
-      const int64_t rows = cfg_.loss_chunk_rows > 0 ? cfg_.loss_chunk_rows : kernels::cross_entropy_chunk_rows(cfg_.dim);
-      return kernels::linear_cross_entropy(h, *output_, targets, rows, reduction);
+      return kernels::linear_cross_entropy(h, *output_, targets, cfg_.loss_rows(), reduction);
     }
     const auto logits = at::linear(h, *output_);
     if (reduction == kernels::Reduction::Mean) return next_token_loss(logits, targets);

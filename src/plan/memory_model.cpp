@@ -4,8 +4,6 @@
 #include <cmath>
 #include <numeric>
 
-#include "kernels/cross_entropy.h"
-
 namespace fedshard::plan {
 
 namespace {
@@ -91,8 +89,7 @@ MemoryEstimate estimate_memory(const MemoryInputs& in) {
   double head_chunks = 0;
   if (c.chunked_loss) {
     const double acc = cb == 8 ? 8.0 : 4.0;
-    const double rows = static_cast<double>(c.loss_chunk_rows > 0 ? c.loss_chunk_rows
-                                                                  : kernels::cross_entropy_chunk_rows(c.dim));
+    const double rows = static_cast<double>(c.loss_rows());
     head_chunks = std::min(rows, tokens) * vocab * (acc + (cb == acc ? 0.0 : 2.0 * cb)) +
                   vocab * static_cast<double>(c.dim) * acc + tokens * static_cast<double>(c.dim) * cb;
   }
