@@ -1,6 +1,7 @@
 #include "data/hf_tokenizer.h"
 
 #include <limits>
+#include <tuple>
 #include <nlohmann/json.hpp>
 
 #include "util/error.h"
@@ -129,6 +130,135 @@ std::string pretokenizer_pattern(const TokenizerJson& r, const json& root) {
   return pattern["Regex"].get<std::string>();
 }
 
+// What the file asks for beyond byte-level BPE (a normalizer, truncation, padding, another decoder; another model
+// type, dropout, subword markers, byte fallback) is refused, never ignored.
+void check_supported_root(const TokenizerJson& r, const json& root) {
+  r.must_be(root, "", "normalizer", nullptr, "fedshard reads text as it is");
+  r.must_be(root, "", "truncation", nullptr, "fedshard does not cut documents");
+  r.must_be(root, "", "padding", nullptr, "fedshard does not pad documents");
+  const json& decoder = r.at(root, "", "decoder");
+  if (!decoder.is_null() && (!decoder.is_object() || decoder.value("type", "") != "ByteLevel")) {
+    r.fail("decoder", decoder.dump().substr(0, 200) + " is not supported (ByteLevel)");
+  }
+}
+
+void check_supported_model(const TokenizerJson& r, const json& model) {
+  if (r.string_at(model, "model", "type") != "BPE") {
+    r.fail("model.type", cat("\"", model["type"].get<std::string>(), "\" is not supported (BPE)"));
+  }
+  r.must_be(model, "model", "dropout", nullptr, "BPE dropout is for training a tokenizer");
+  r.must_be(model, "model", "unk_token", nullptr, "byte-level BPE has a token for every byte");
+  r.must_be(model, "model", "continuing_subword_prefix", "", "byte-level BPE marks no subwords");
+  r.must_be(model, "model", "end_of_word_suffix", "", "byte-level BPE marks no word ends");
+  r.must_be(model, "model", "byte_fallback", false, "SentencePiece-style byte fallback");
+  r.must_be(model, "model", "fuse_unk", false, "byte-level BPE has no unknown token");
+}
+
+// Every id the file defines (vocab and added tokens) and its text. Ids index tables: one far beyond the tokens the
+// file defines would allocate for nothing (a fuzzer's id of 1.9e9 asked for 60 GB). Real files number their tokens
+// densely; small gaps are allowed.
+struct IdTable {
+  size_t defined = 0;  // entries the file has
+  std::vector<std::string> text;
+  std::vector<bool> known;
+  static constexpr size_t kMaxGap = 1024;
+
+  void define(const TokenizerJson& r, uint32_t id, std::string t, const std::string& key) {
+    if (id >= defined + kMaxGap)
+      r.fail(key, cat("id ", id, " is beyond the ", defined, " tokens the file defines (gaps of up to ", kMaxGap,
+                      " ids are allowed)"));
+    if (id >= text.size()) {
+      text.resize(id + 1);
+      known.resize(id + 1, false);
+    }
+    if (known[id] && text[id] != t) r.fail(key, cat("id ", id, " is given to two different tokens"));
+    known[id] = true;
+    text[id] = std::move(t);
+  }
+};
+
+// model.vocab: token bytes -> id, each id defined in `ids`.
+std::unordered_map<std::string, uint32_t> read_vocab(const TokenizerJson& r, const json& model,
+                                                     const std::vector<uint32_t>& byte_of, IdTable& ids) {
+  const json& vocab = r.at(model, "model", "vocab");
+  if (!vocab.is_object() || vocab.empty()) r.fail("model.vocab", "expected an object of token -> id");
+  std::unordered_map<std::string, uint32_t> out;
+  std::string bytes;
+  for (const auto& [token, id_json] : vocab.items()) {
+    const std::string key = "model.vocab[" + json(token).dump() + "]";
+    if (!byte_level_to_bytes(token, byte_of, bytes)) r.fail(key, "not a byte-level token");
+    const uint32_t id = r.id_at(id_json, key);
+    if (!out.emplace(bytes, id).second) r.fail(key, "the same bytes as another token");
+    ids.define(r, id, bytes, key);
+  }
+  return out;
+}
+
+// One merge of model.merges: "LEFT RIGHT" or [LEFT, RIGHT], in byte-level form.
+std::pair<std::string, std::string> merge_pair(const TokenizerJson& r, const json& m, const std::string& key) {
+  if (m.is_string()) {
+    const std::string s = m.get<std::string>();
+    const size_t space = s.find(' ');
+    if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos) {
+      r.fail(key, "expected \"LEFT RIGHT\", got " + m.dump());
+    }
+    return {s.substr(0, space), s.substr(space + 1)};
+  }
+  if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string())
+    return {m[0].get<std::string>(), m[1].get<std::string>()};
+  r.fail(key, "expected \"LEFT RIGHT\" or [LEFT, RIGHT], got " + m.dump());
+}
+
+MergeTable read_merges(const TokenizerJson& r, const json& model, const std::unordered_map<std::string, uint32_t>& vocab,
+                       const std::vector<uint32_t>& byte_of, const std::string& path) {
+  const json& merges = r.at(model, "model", "merges");
+  if (!merges.is_array()) r.fail("model.merges", "expected an array");
+  FS_CHECK(merges.size() < kNoId, path, ": model.merges: too many merges");
+  MergeTable out;
+  std::string left, right;
+  for (uint32_t rank = 0; rank < merges.size(); ++rank) {
+    const json& m = merges[rank];
+    const std::string key = cat("model.merges[", rank, "]");
+    const auto [a, b] = merge_pair(r, m, key);
+    if (!byte_level_to_bytes(a, byte_of, left) || !byte_level_to_bytes(b, byte_of, right)) {
+      r.fail(key, "not byte-level tokens: " + m.dump());
+    }
+    const auto l = vocab.find(left), rt = vocab.find(right), merged = vocab.find(left + right);
+    if (l == vocab.end() || rt == vocab.end() || merged == vocab.end()) {
+      r.fail(key, m.dump() + " names a token that is not in model.vocab");
+    }
+    // A pair listed twice keeps its last rank, as the tokenizers library's map does (checked with 0.23.3).
+    out.set(l->second, rt->second, PairMerge{rank, merged->second});
+  }
+  return out;
+}
+
+// added_tokens (special ones only), each id defined in `ids`; returns the ids of the start and the end of a document.
+std::pair<uint32_t, uint32_t> read_added_tokens(const TokenizerJson& r, const json& root, IdTable& ids) {
+  const json& added = root.contains("added_tokens") ? root["added_tokens"] : json::array();
+  if (!added.is_array()) r.fail("added_tokens", "expected an array");
+  uint32_t bos = kNoId, eos = kNoId;
+  size_t bos_rank = std::size(kBosNames), eos_rank = std::size(kEosNames);
+  for (size_t i = 0; i < added.size(); ++i) {
+    const std::string key = cat("added_tokens[", i, "]");
+    const std::string content = r.string_at(added[i], key, "content");
+    const uint32_t id = r.id_at(r.at(added[i], key, "id"), key + ".id");
+    if (added[i].value("special", false) != true) {
+      r.fail(key, cat("\"", content, "\" is not special: only special added tokens are supported"));
+    }
+    ids.define(r, id, content, key);
+    for (size_t k = 0; k < std::size(kBosNames); ++k)
+      if (content == kBosNames[k] && k < bos_rank) bos = id, bos_rank = k;
+    for (size_t k = 0; k < std::size(kEosNames); ++k)
+      if (content == kEosNames[k] && k < eos_rank) eos = id, eos_rank = k;
+  }
+  if (eos == kNoId) {
+    r.fail("added_tokens", "no end-of-document special token (<|end_of_text|>, </s> or <|endoftext|>)");
+  }
+  if (bos == kNoId) bos = eos;  // GPT-2 and Qwen2 start a document after the end of the last one
+  return {bos, eos};
+}
+
 }  // namespace
 
 HfTokenizer::HfTokenizer(const std::string& path) : path_(path) {
@@ -142,54 +272,16 @@ HfTokenizer::HfTokenizer(const std::string& path) : path_(path) {
   }
   const TokenizerJson r(path);
   FS_CHECK(root.is_object(), path, ": expected a JSON object (a Hugging Face tokenizer.json)");
-  r.must_be(root, "", "normalizer", nullptr, "fedshard reads text as it is");
-  r.must_be(root, "", "truncation", nullptr, "fedshard does not cut documents");
-  r.must_be(root, "", "padding", nullptr, "fedshard does not pad documents");
-  const json& decoder = r.at(root, "", "decoder");
-  if (!decoder.is_null() && (!decoder.is_object() || decoder.value("type", "") != "ByteLevel")) {
-    r.fail("decoder", decoder.dump().substr(0, 200) + " is not supported (ByteLevel)");
-  }
-
+  check_supported_root(r, root);
   const json& model = r.at(root, "", "model");
-  if (r.string_at(model, "model", "type") != "BPE") {
-    r.fail("model.type", cat("\"", model["type"].get<std::string>(), "\" is not supported (BPE)"));
-  }
-  r.must_be(model, "model", "dropout", nullptr, "BPE dropout is for training a tokenizer");
-  r.must_be(model, "model", "unk_token", nullptr, "byte-level BPE has a token for every byte");
-  r.must_be(model, "model", "continuing_subword_prefix", "", "byte-level BPE marks no subwords");
-  r.must_be(model, "model", "end_of_word_suffix", "", "byte-level BPE marks no word ends");
-  r.must_be(model, "model", "byte_fallback", false, "SentencePiece-style byte fallback");
-  r.must_be(model, "model", "fuse_unk", false, "byte-level BPE has no unknown token");
+  check_supported_model(r, model);
   ignore_merges_ = model.value("ignore_merges", false);
 
   const std::vector<uint32_t> byte_of = byte_of_code_point();
-  const json& vocab = r.at(model, "model", "vocab");
-  if (!vocab.is_object() || vocab.empty()) r.fail("model.vocab", "expected an object of token -> id");
-  // Ids index tables: one far beyond the tokens the file defines would allocate for nothing (a fuzzer's id of
-  // 1.9e9 asked for 60 GB). Real files number their tokens densely; small gaps are allowed.
-  const size_t defined = vocab.size() + (root.contains("added_tokens") && root["added_tokens"].is_array()
-                                              ? root["added_tokens"].size() : 0);
-  constexpr size_t kMaxGap = 1024;
-  const auto define = [&](uint32_t id, std::string text, const std::string& key) {
-    if (id >= defined + kMaxGap)
-      r.fail(key, cat("id ", id, " is beyond the ", defined, " tokens the file defines (gaps of up to ", kMaxGap,
-                      " ids are allowed)"));
-    if (id >= text_of_id_.size()) {
-      text_of_id_.resize(id + 1);
-      known_id_.resize(id + 1, false);
-    }
-    if (known_id_[id] && text_of_id_[id] != text) r.fail(key, cat("id ", id, " is given to two different tokens"));
-    known_id_[id] = true;
-    text_of_id_[id] = std::move(text);
-  };
-  std::string bytes;
-  for (const auto& [token, id_json] : vocab.items()) {
-    const std::string key = "model.vocab[" + json(token).dump() + "]";
-    if (!byte_level_to_bytes(token, byte_of, bytes)) r.fail(key, "not a byte-level token");
-    const uint32_t id = r.id_at(id_json, key);
-    if (!vocab_.emplace(bytes, id).second) r.fail(key, "the same bytes as another token");
-    define(id, bytes, key);
-  }
+  IdTable ids;
+  ids.defined = r.at(model, "model", "vocab").size() +
+                (root.contains("added_tokens") && root["added_tokens"].is_array() ? root["added_tokens"].size() : 0);
+  vocab_ = read_vocab(r, model, byte_of, ids);
   for (uint32_t b = 0; b < 256; ++b) {
     const auto it = vocab_.find(std::string(1, static_cast<char>(b)));
     if (it == vocab_.end()) {
@@ -198,62 +290,10 @@ HfTokenizer::HfTokenizer(const std::string& path) : path_(path) {
     }
     byte_id_[b] = it->second;
   }
-
-  const json& merges = r.at(model, "model", "merges");
-  if (!merges.is_array()) r.fail("model.merges", "expected an array");
-  FS_CHECK(merges.size() < kNoId, path, ": model.merges: too many merges");
-  std::string left, right;
-  for (uint32_t rank = 0; rank < merges.size(); ++rank) {
-    const json& m = merges[rank];
-    const std::string key = cat("model.merges[", rank, "]");
-    std::string a, b;
-    if (m.is_string()) {
-      const std::string s = m.get<std::string>();
-      const size_t space = s.find(' ');
-      if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos) {
-        r.fail(key, "expected \"LEFT RIGHT\", got " + m.dump());
-      }
-      a = s.substr(0, space);
-      b = s.substr(space + 1);
-    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
-      a = m[0].get<std::string>();
-      b = m[1].get<std::string>();
-    } else {
-      r.fail(key, "expected \"LEFT RIGHT\" or [LEFT, RIGHT], got " + m.dump());
-    }
-    if (!byte_level_to_bytes(a, byte_of, left) || !byte_level_to_bytes(b, byte_of, right)) {
-      r.fail(key, "not byte-level tokens: " + m.dump());
-    }
-    const auto l = vocab_.find(left), rt = vocab_.find(right), merged = vocab_.find(left + right);
-    if (l == vocab_.end() || rt == vocab_.end() || merged == vocab_.end()) {
-      r.fail(key, m.dump() + " names a token that is not in model.vocab");
-    }
-    // A pair listed twice keeps its last rank, as the tokenizers library's map does (checked with 0.23.3).
-    merges_.set(l->second, rt->second, PairMerge{rank, merged->second});
-  }
-
-  const json& added = root.contains("added_tokens") ? root["added_tokens"] : json::array();
-  if (!added.is_array()) r.fail("added_tokens", "expected an array");
-  bos_ = eos_ = kNoId;
-  size_t bos_rank = std::size(kBosNames), eos_rank = std::size(kEosNames);
-  for (size_t i = 0; i < added.size(); ++i) {
-    const std::string key = cat("added_tokens[", i, "]");
-    const std::string content = r.string_at(added[i], key, "content");
-    const uint32_t id = r.id_at(r.at(added[i], key, "id"), key + ".id");
-    if (added[i].value("special", false) != true) {
-      r.fail(key, cat("\"", content, "\" is not special: only special added tokens are supported"));
-    }
-    define(id, content, key);
-    for (size_t k = 0; k < std::size(kBosNames); ++k)
-      if (content == kBosNames[k] && k < bos_rank) bos_ = id, bos_rank = k;
-    for (size_t k = 0; k < std::size(kEosNames); ++k)
-      if (content == kEosNames[k] && k < eos_rank) eos_ = id, eos_rank = k;
-  }
-  if (eos_ == kNoId) {
-    r.fail("added_tokens", "no end-of-document special token (<|end_of_text|>, </s> or <|endoftext|>)");
-  }
-  if (bos_ == kNoId) bos_ = eos_;  // GPT-2 and Qwen2 start a document after the end of the last one
-
+  merges_ = read_merges(r, model, vocab_, byte_of, path);
+  std::tie(bos_, eos_) = read_added_tokens(r, root, ids);
+  text_of_id_ = std::move(ids.text);
+  known_id_ = std::move(ids.known);
   pretokenizer_ = std::make_unique<Pretokenizer>(pretokenizer_pattern(r, root), path + ": pre_tokenizer's regex");
 }
 

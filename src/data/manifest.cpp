@@ -122,6 +122,65 @@ void Manifest::save(const std::string& dir) const {
   write_file_atomically((fs::path(dir) / kFileName).string(), j.dump(2) + "\n");
 }
 
+namespace {
+
+TokenizerInfo read_tokenizer(const ManifestJson& r, const OrderedJson& j) {
+  const OrderedJson& tok = r.field(j, "", "tokenizer");
+  TokenizerInfo t;
+  t.spec = r.string(tok, "tokenizer", "spec");
+  t.kind = parse_kind(r, r.string(tok, "tokenizer", "kind"));
+  t.vocab_size = static_cast<uint32_t>(r.unsigned_int(tok, "tokenizer", "vocab_size", kMaxU32));
+  t.bos = static_cast<uint32_t>(r.unsigned_int(tok, "tokenizer", "bos", kMaxU32));
+  t.eos = static_cast<uint32_t>(r.unsigned_int(tok, "tokenizer", "eos", kMaxU32));
+  t.fingerprint = r.hex(tok, "tokenizer", "fingerprint");
+  if (t.bos >= t.vocab_size || t.eos >= t.vocab_size)
+    r.fail(cat("tokenizer bos/eos ", t.bos, "/", t.eos, " outside vocab ", t.vocab_size));
+  return t;
+}
+
+std::vector<ShardEntry> read_shards(const ManifestJson& r, const OrderedJson& j, const std::vector<std::string>& sources) {
+  const OrderedJson& shards = r.field(j, "", "shards");
+  if (!shards.is_array()) r.fail("field \"shards\" must be an array");
+  std::vector<ShardEntry> out;
+  std::set<std::string> files;
+  for (size_t i = 0; i < shards.size(); ++i) {
+    const std::string at = cat("shards[", i, "]");
+    ShardEntry s;
+    s.file = r.string(shards[i], at, "file");
+    s.split = r.string(shards[i], at, "split");
+    s.source = r.string(shards[i], at, "source");
+    s.tokens = static_cast<int64_t>(r.unsigned_int(shards[i], at, "tokens", kMaxI64));
+    s.documents = static_cast<int64_t>(r.unsigned_int(shards[i], at, "documents", kMaxI64));
+    s.checksum = r.hex(shards[i], at, "checksum");
+    if (!plain_file_name(s.file)) r.fail(cat(at, ".file \"", s.file, "\" is not a plain file name"));
+    if (!files.insert(s.file).second) r.fail(cat(at, ".file \"", s.file, "\" is listed twice"));
+    if (s.split != "train" && s.split != "val") r.fail(cat(at, ".split \"", s.split, "\" is not train or val"));
+    if (!std::binary_search(sources.begin(), sources.end(), s.source))
+      r.fail(cat(at, ".source \"", s.source, "\" is not in sources"));
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+// Totals are redundant (for people reading the file); disagreement means the file was edited or damaged.
+void check_totals(const ManifestJson& r, const OrderedJson& j, const Manifest& m) {
+  const OrderedJson& totals = r.field(j, "", "totals");
+  for (const char* split : kSplits) {
+    const std::string at = cat("totals.", split);
+    const OrderedJson& t = r.field(totals, "totals", split);
+    const SplitTotals sum = m.totals(split);
+    const std::pair<const char*, int64_t> fields[] = {
+        {"shards", sum.shards}, {"documents", sum.documents}, {"tokens", sum.tokens}};
+    for (const auto& [key, expected] : fields) {
+      const uint64_t listed = r.unsigned_int(t, at, key, kMaxI64);
+      if (listed != static_cast<uint64_t>(expected))
+        r.fail(cat(at, ".", key, " is ", listed, " but the shards add up to ", expected));
+    }
+  }
+}
+
+}  // namespace
+
 Manifest Manifest::load(const std::string& dir) {
   const std::string file = (fs::path(dir) / kFileName).string();
   std::error_code ec;
@@ -140,17 +199,7 @@ Manifest Manifest::load(const std::string& dir) {
   if (version != kVersion) r.fail(cat("manifest version ", version, ", this build reads version ", kVersion));
 
   Manifest m;
-  const OrderedJson& tok = r.field(j, "", "tokenizer");
-  m.tokenizer.spec = r.string(tok, "tokenizer", "spec");
-  m.tokenizer.kind = parse_kind(r, r.string(tok, "tokenizer", "kind"));
-  m.tokenizer.vocab_size = static_cast<uint32_t>(r.unsigned_int(tok, "tokenizer", "vocab_size", kMaxU32));
-  m.tokenizer.bos = static_cast<uint32_t>(r.unsigned_int(tok, "tokenizer", "bos", kMaxU32));
-  m.tokenizer.eos = static_cast<uint32_t>(r.unsigned_int(tok, "tokenizer", "eos", kMaxU32));
-  m.tokenizer.fingerprint = r.hex(tok, "tokenizer", "fingerprint");
-  if (m.tokenizer.bos >= m.tokenizer.vocab_size || m.tokenizer.eos >= m.tokenizer.vocab_size)
-    r.fail(cat("tokenizer bos/eos ", m.tokenizer.bos, "/", m.tokenizer.eos, " outside vocab ",
-               m.tokenizer.vocab_size));
-
+  m.tokenizer = read_tokenizer(r, j);
   m.seed = r.unsigned_int(j, "", "seed", std::numeric_limits<uint64_t>::max());
   m.val_fraction = r.number(j, "", "val_fraction");
   if (!(m.val_fraction >= 0 && m.val_fraction < 1)) r.fail(cat("val_fraction ", m.val_fraction, " not in [0, 1)"));
@@ -163,41 +212,8 @@ Manifest Manifest::load(const std::string& dir) {
     m.sources.push_back(sources[i].get<std::string>());
     if (i > 0 && !(m.sources[i - 1] < m.sources[i])) r.fail("sources must be sorted and unique");
   }
-
-  const OrderedJson& shards = r.field(j, "", "shards");
-  if (!shards.is_array()) r.fail("field \"shards\" must be an array");
-  std::set<std::string> files;
-  for (size_t i = 0; i < shards.size(); ++i) {
-    const std::string at = cat("shards[", i, "]");
-    ShardEntry s;
-    s.file = r.string(shards[i], at, "file");
-    s.split = r.string(shards[i], at, "split");
-    s.source = r.string(shards[i], at, "source");
-    s.tokens = static_cast<int64_t>(r.unsigned_int(shards[i], at, "tokens", kMaxI64));
-    s.documents = static_cast<int64_t>(r.unsigned_int(shards[i], at, "documents", kMaxI64));
-    s.checksum = r.hex(shards[i], at, "checksum");
-    if (!plain_file_name(s.file)) r.fail(cat(at, ".file \"", s.file, "\" is not a plain file name"));
-    if (!files.insert(s.file).second) r.fail(cat(at, ".file \"", s.file, "\" is listed twice"));
-    if (s.split != "train" && s.split != "val") r.fail(cat(at, ".split \"", s.split, "\" is not train or val"));
-    if (!std::binary_search(m.sources.begin(), m.sources.end(), s.source))
-      r.fail(cat(at, ".source \"", s.source, "\" is not in sources"));
-    m.shards.push_back(std::move(s));
-  }
-
-  // Totals are redundant (for people reading the file); disagreement means the file was edited or damaged.
-  const OrderedJson& totals = r.field(j, "", "totals");
-  for (const char* split : kSplits) {
-    const std::string at = cat("totals.", split);
-    const OrderedJson& t = r.field(totals, "totals", split);
-    const SplitTotals sum = m.totals(split);
-    const std::pair<const char*, int64_t> fields[] = {
-        {"shards", sum.shards}, {"documents", sum.documents}, {"tokens", sum.tokens}};
-    for (const auto& [key, expected] : fields) {
-      const uint64_t listed = r.unsigned_int(t, at, key, kMaxI64);
-      if (listed != static_cast<uint64_t>(expected))
-        r.fail(cat(at, ".", key, " is ", listed, " but the shards add up to ", expected));
-    }
-  }
+  m.shards = read_shards(r, j, m.sources);
+  check_totals(r, j, m);
 
   const OrderedJson& baseline = r.field(j, "", "baseline");
   if (!r.field(baseline, "baseline", "unigram_val_ppl").is_null())

@@ -123,28 +123,44 @@ HfTokenIds hf_token_ids(const nlohmann::json& config) {
   return {read("bos_token_id"), read("eos_token_id")};
 }
 
-ModelConfig model_from_hf_config(const nlohmann::json& hf, const std::string& path, const std::string& name) {
-  FS_CHECK(hf.is_object(), path, ": not a JSON object");
-  auto number = [&](const nlohmann::json& j, const char* key, std::optional<double> fallback) {
+namespace {
+
+// A Hugging Face config.json's keys, each error naming the file.
+class HfConfigReader {
+ public:
+  HfConfigReader(const nlohmann::json& hf, const std::string& path) : hf_(hf), path_(path) {}
+  const nlohmann::json& hf() const { return hf_; }
+  const std::string& path() const { return path_; }
+  double number(const nlohmann::json& j, const char* key, std::optional<double> fallback) const {
     if (!j.contains(key) || j[key].is_null()) {
-      FS_CHECK(fallback.has_value(), path, ": no '", key, "'");
+      FS_CHECK(fallback.has_value(), path_, ": no '", key, "'");
       return *fallback;
     }
-    FS_CHECK(j[key].is_number(), path, ": '", key, "' is not a number");
+    FS_CHECK(j[key].is_number(), path_, ": '", key, "' is not a number");
     return j[key].get<double>();
-  };
-  auto integer = [&](const char* key, std::optional<int64_t> fallback) {
-    if (!hf.contains(key) || hf[key].is_null()) {
-      FS_CHECK(fallback.has_value(), path, ": no '", key, "'");
+  }
+  int64_t integer(const char* key, std::optional<int64_t> fallback) const {
+    if (!hf_.contains(key) || hf_[key].is_null()) {
+      FS_CHECK(fallback.has_value(), path_, ": no '", key, "'");
       return *fallback;
     }
-    FS_CHECK(hf[key].is_number_integer() && hf[key].get<int64_t>() > 0, path, ": '", key,
-             "' must be a positive integer, got ", hf[key].dump());
-    return hf[key].get<int64_t>();
-  };
-  auto refuse_true = [&](const char* key, const char* why) {
-    FS_CHECK(!hf.value(key, false), path, ": ", key, " = true is not supported (", why, ")");
-  };
+    FS_CHECK(hf_[key].is_number_integer() && hf_[key].get<int64_t>() > 0, path_, ": '", key,
+             "' must be a positive integer, got ", hf_[key].dump());
+    return hf_[key].get<int64_t>();
+  }
+  void refuse_true(const char* key, const char* why) const {
+    FS_CHECK(!hf_.value(key, false), path_, ": ", key, " = true is not supported (", why, ")");
+  }
+
+ private:
+  const nlohmann::json& hf_;
+  const std::string& path_;
+};
+
+// A Llama as fedshard's: no other architecture, activation, biases, dropout, quantization or tensor split.
+void check_llama(const HfConfigReader& r) {
+  const auto& hf = r.hf();
+  const auto& path = r.path();
   const std::string type = hf.value("model_type", "");
   FS_CHECK(type == "llama", path, ": model_type '", type, "' is not supported (only llama)");
   if (hf.contains("architectures"))
@@ -152,51 +168,62 @@ ModelConfig model_from_hf_config(const nlohmann::json& hf, const std::string& pa
       FS_CHECK(a == "LlamaForCausalLM", path, ": architectures ", a.dump(), " is not supported (only LlamaForCausalLM)");
   const std::string act = hf.value("hidden_act", "silu");
   FS_CHECK(act == "silu", path, ": hidden_act '", act, "' is not supported (Llama's SwiGLU uses silu)");
-  refuse_true("attention_bias", "fedshard's Llama has no bias terms");
-  refuse_true("mlp_bias", "fedshard's Llama has no bias terms");
-  FS_CHECK(number(hf, "attention_dropout", 0.0) == 0.0, path, ": attention_dropout = ",
+  r.refuse_true("attention_bias", "fedshard's Llama has no bias terms");
+  r.refuse_true("mlp_bias", "fedshard's Llama has no bias terms");
+  FS_CHECK(r.number(hf, "attention_dropout", 0.0) == 0.0, path, ": attention_dropout = ",
            hf["attention_dropout"].dump(), " is not supported (fedshard trains without dropout)");
   FS_CHECK(!hf.contains("quantization_config"), path, ": quantization_config is not supported (load unquantized weights)");
-  FS_CHECK(integer("pretraining_tp", 1) == 1, path, ": pretraining_tp ", hf["pretraining_tp"].dump(),
+  FS_CHECK(r.integer("pretraining_tp", 1) == 1, path, ": pretraining_tp ", hf["pretraining_tp"].dump(),
            " is not supported (only 1)");
+}
 
-  ModelConfig c;
-  c.name = name;
-  c.dim = integer("hidden_size", std::nullopt);
-  c.n_layers = integer("num_hidden_layers", std::nullopt);
-  c.n_heads = integer("num_attention_heads", std::nullopt);
-  c.n_kv_heads = integer("num_key_value_heads", c.n_heads);
-  c.vocab_size = integer("vocab_size", std::nullopt);
-  c.ffn_hidden = integer("intermediate_size", std::nullopt);
-  c.max_seq_len = integer("max_position_embeddings", std::nullopt);
-  c.norm_eps = number(hf, "rms_norm_eps", std::nullopt);
-  c.tie_embeddings = hf.value("tie_word_embeddings", false);
-  FS_CHECK(c.dim % c.n_heads == 0, path, ": hidden_size ", c.dim, " is not divisible by num_attention_heads ",
-           c.n_heads);
-  const int64_t head_dim = integer("head_dim", c.dim / c.n_heads);
-  FS_CHECK(head_dim == c.dim / c.n_heads, path, ": head_dim ", head_dim, " is not supported (only hidden_size / ",
-           "num_attention_heads = ", c.dim / c.n_heads, ")");
-  // transformers 5 keeps theta and scaling in rope_parameters; 4 in rope_theta and rope_scaling.
+// RoPE's theta and scaling: transformers 5 keeps them in rope_parameters, 4 in rope_theta and rope_scaling.
+void read_rope(const HfConfigReader& r, ModelConfig& c) {
+  const auto& hf = r.hf();
+  const auto& path = r.path();
   const bool v5 = hf.contains("rope_parameters") && hf["rope_parameters"].is_object();
   const nlohmann::json rope = v5 ? hf["rope_parameters"] : hf.value("rope_scaling", nlohmann::json());
   const char* rope_key = v5 ? "rope_parameters" : "rope_scaling";
-  c.rope_theta = number(v5 ? rope : hf, "rope_theta", 10000.0);
-  if (!rope.is_null()) {
-    FS_CHECK(rope.is_object(), path, ": ", rope_key, " is not an object");
-    const std::string rope_type = rope.value("rope_type", rope.value("type", std::string("default")));
-    FS_CHECK(rope_type == "default" || rope_type == "llama3", path, ": ", rope_key, " type '", rope_type,
-             "' is not supported (default, llama3)");
-    if (rope_type == "llama3") {
-      RopeScaling s;
-      s.factor = number(rope, "factor", std::nullopt);
-      s.low_freq_factor = number(rope, "low_freq_factor", std::nullopt);
-      s.high_freq_factor = number(rope, "high_freq_factor", std::nullopt);
-      s.original_max_position = static_cast<int64_t>(number(rope, "original_max_position_embeddings", std::nullopt));
-      FS_CHECK(s.factor > 0 && s.high_freq_factor > s.low_freq_factor && s.original_max_position > 0, path, ": ",
-               rope_key, " has inconsistent llama3 values");
-      c.rope_scaling = s;
-    }
-  }
+  c.rope_theta = r.number(v5 ? rope : hf, "rope_theta", 10000.0);
+  if (rope.is_null()) return;
+  FS_CHECK(rope.is_object(), path, ": ", rope_key, " is not an object");
+  const std::string rope_type = rope.value("rope_type", rope.value("type", std::string("default")));
+  FS_CHECK(rope_type == "default" || rope_type == "llama3", path, ": ", rope_key, " type '", rope_type,
+           "' is not supported (default, llama3)");
+  if (rope_type != "llama3") return;
+  RopeScaling s;
+  s.factor = r.number(rope, "factor", std::nullopt);
+  s.low_freq_factor = r.number(rope, "low_freq_factor", std::nullopt);
+  s.high_freq_factor = r.number(rope, "high_freq_factor", std::nullopt);
+  s.original_max_position = static_cast<int64_t>(r.number(rope, "original_max_position_embeddings", std::nullopt));
+  FS_CHECK(s.factor > 0 && s.high_freq_factor > s.low_freq_factor && s.original_max_position > 0, path, ": ",
+           rope_key, " has inconsistent llama3 values");
+  c.rope_scaling = s;
+}
+
+}  // namespace
+
+ModelConfig model_from_hf_config(const nlohmann::json& hf, const std::string& path, const std::string& name) {
+  FS_CHECK(hf.is_object(), path, ": not a JSON object");
+  const HfConfigReader r(hf, path);
+  check_llama(r);
+  ModelConfig c;
+  c.name = name;
+  c.dim = r.integer("hidden_size", std::nullopt);
+  c.n_layers = r.integer("num_hidden_layers", std::nullopt);
+  c.n_heads = r.integer("num_attention_heads", std::nullopt);
+  c.n_kv_heads = r.integer("num_key_value_heads", c.n_heads);
+  c.vocab_size = r.integer("vocab_size", std::nullopt);
+  c.ffn_hidden = r.integer("intermediate_size", std::nullopt);
+  c.max_seq_len = r.integer("max_position_embeddings", std::nullopt);
+  c.norm_eps = r.number(hf, "rms_norm_eps", std::nullopt);
+  c.tie_embeddings = hf.value("tie_word_embeddings", false);
+  FS_CHECK(c.dim % c.n_heads == 0, path, ": hidden_size ", c.dim, " is not divisible by num_attention_heads ",
+           c.n_heads);
+  const int64_t head_dim = r.integer("head_dim", c.dim / c.n_heads);
+  FS_CHECK(head_dim == c.dim / c.n_heads, path, ": head_dim ", head_dim, " is not supported (only hidden_size / ",
+           "num_attention_heads = ", c.dim / c.n_heads, ")");
+  read_rope(r, c);
   try {
     c.validate();
   } catch (const Error& e) {

@@ -196,10 +196,11 @@ comm::LinkSpec ring_link(const Cluster& cluster, const comm::Layout& l, const st
   return link;
 }
 
-RankBytes rank_bytes(const comm::Layout& l, int rank, const Cluster& cluster, const Workload& w, const StrategySpec& s) {
-  RankBytes out;
-  const int g = l.coords(rank).group;
-  const int H = l.shard_size(g);
+namespace {
+
+// One rank's collectives as the plan prices them, each on its communicator's link.
+class RankPricer {
+ public:
   // A communicator as the plan prices it: its size and tier, worked out once.
   struct Comm {
     std::string name;
@@ -207,10 +208,11 @@ RankBytes rank_bytes(const comm::Layout& l, int rank, const Cluster& cluster, co
     comm::Tier tier;
     comm::LinkSpec link;
   };
-  auto make = [&](const std::string& name, const std::vector<int>& members) {
-    return Comm{name, static_cast<int>(members.size()), l.tier(members), ring_link(cluster, l, name, members)};
-  };
-  auto add = [&](const Comm& c, comm::Collective kind, double bytes, bool per_round, bool control, int unit = -1) {
+  RankPricer(const comm::Layout& l, const Cluster& cluster, RankBytes& out) : l_(l), cluster_(cluster), out_(out) {}
+  Comm make(const std::string& name, const std::vector<int>& members) const {
+    return Comm{name, static_cast<int>(members.size()), l_.tier(members), ring_link(cluster_, l_, name, members)};
+  }
+  void add(const Comm& c, comm::Collective kind, double bytes, bool per_round, bool control, int unit = -1) {
     if (c.size <= 1) return;
     CollectiveCost cc;
     cc.unit = unit;
@@ -222,15 +224,61 @@ RankBytes rank_bytes(const comm::Layout& l, int rank, const Cluster& cluster, co
     cc.per_round = per_round;
     cc.control = control;
     // Control all-reduces of a few scalars go through MPI's own latency-bound algorithms, not our rings.
-    cc.seconds = control ? c.link.seconds(kind, bytes, c.size) : data_seconds(cluster, c.link, kind, bytes, c.size);
-    out.collectives.push_back(cc);
-  };
-  const auto shard = make("shard", l.shard_members(rank)), replica = make("replica", l.replica_members(rank)),
-             group = make("group", l.group_members(rank));
-  std::vector<std::pair<comm::Segment, Comm>> segments;
+    cc.seconds = control ? c.link.seconds(kind, bytes, c.size) : data_seconds(cluster_, c.link, kind, bytes, c.size);
+    out_.collectives.push_back(cc);
+  }
+
+ private:
+  const comm::Layout& l_;
+  const Cluster& cluster_;
+  RankBytes& out_;
+};
+
+using PricedSegments = std::vector<std::pair<comm::Segment, RankPricer::Comm>>;
+
+// A round's collectives of unit u (its padded size) for a rank holding `shard_len` of it. Mirrors Aggregator.
+void price_round(RankPricer& p, const comm::Layout& l, const Workload& w, const PricedSegments& segments,
+                 const RankPricer::Comm& replica, size_t u, double padded, double shard_len) {
+  const int unit = static_cast<int>(u);
+  for (const auto& [seg, c] : segments) {
+    const auto [sa, sb] = l.segment_range(seg, static_cast<int64_t>(padded));
+    if (w.compress == "none") {
+      p.add(c, comm::Collective::AllReduce, static_cast<double>(sb - sa) * w.reduce_bytes, true, false, unit);
+      continue;
+    }
+    // Mirrors Aggregator::issue_compressed: G chunks of whole granules, all-to-all then all-gather.
+    const federation::Codec codec(w.compress, w.compress_block);
+    const int64_t g = c.size, granule = codec.granule();
+    const int64_t chunk = (sb - sa + g * granule - 1) / (g * granule) * granule;
+    const double wire = static_cast<double>(g * codec.encoded_bytes(chunk));
+    p.add(c, comm::Collective::AllToAll, wire, true, false, unit);
+    p.add(c, comm::Collective::AllGather, wire, true, false, unit);
+  }
+  p.add(replica, comm::Collective::AllGather, shard_len * w.master_bytes, true, false, unit);
+  // Mirrors Aggregator::average_state: AdamW's exp_avg and exp_avg_sq, averaged as a plain round in the master
+  // dtype and gathered over `replica`.
+  if (w.inner_state != "average") return;
+  for (int moment = 0; moment < 2; ++moment) {
+    for (const auto& [seg, c] : segments) {
+      const auto [sa, sb] = l.segment_range(seg, static_cast<int64_t>(padded));
+      p.add(c, comm::Collective::AllReduce, static_cast<double>(sb - sa) * w.master_bytes, true, false, unit);
+    }
+    p.add(replica, comm::Collective::AllGather, shard_len * w.master_bytes, true, false, unit);
+  }
+}
+
+}  // namespace
+
+RankBytes rank_bytes(const comm::Layout& l, int rank, const Cluster& cluster, const Workload& w, const StrategySpec& s) {
+  RankBytes out;
+  RankPricer p(l, cluster, out);
+  const int H = l.shard_size(l.coords(rank).group);
+  const auto shard = p.make("shard", l.shard_members(rank)), replica = p.make("replica", l.replica_members(rank)),
+             group = p.make("group", l.group_members(rank));
+  PricedSegments segments;
   if (l.groups() > 1)
     for (const auto& seg : l.segments())
-      if (std::count(seg.ranks.begin(), seg.ranks.end(), rank)) segments.emplace_back(seg, make("segment", seg.ranks));
+      if (std::count(seg.ranks.begin(), seg.ranks.end(), rank)) segments.emplace_back(seg, p.make("segment", seg.ranks));
 
   const bool recompute = w.activation_checkpointing == "on" || (w.activation_checkpointing == "auto" && H > 1);
   const auto units = unit_params(w);
@@ -242,45 +290,19 @@ RankBytes rank_bytes(const comm::Layout& l, int rank, const Cluster& cluster, co
     // Mirrors ShardedUnit: a second gather in backward only when the unit was freed after forward.
     const int gathers = recompute && w.reshard_after_forward && call_sites == 1 ? 2 : 1;
     // Every micro-batch gathers again (ShardedUnit: the reduction waits for the last one, with sync on).
-    for (int k = 0; k < gathers * w.grad_accum; ++k) add(shard, comm::Collective::AllGather, padded * w.param_bytes, false, false);
-    add(shard, comm::Collective::ReduceScatter, padded * w.reduce_bytes, false, false);
+    for (int k = 0; k < gathers * w.grad_accum; ++k)
+      p.add(shard, comm::Collective::AllGather, padded * w.param_bytes, false, false);
+    p.add(shard, comm::Collective::ReduceScatter, padded * w.reduce_bytes, false, false);
     const auto [a, b] = l.shard_range(static_cast<int64_t>(padded), rank);
     const double shard_len = static_cast<double>(b - a);
-    add(replica, comm::Collective::AllReduce, shard_len * w.reduce_bytes, false, false);
-    if (s.strategy.federated) {
-      for (const auto& [seg, c] : segments) {
-        const auto [sa, sb] = l.segment_range(seg, static_cast<int64_t>(padded));
-        if (w.compress == "none") {
-          add(c, comm::Collective::AllReduce, static_cast<double>(sb - sa) * w.reduce_bytes, true, false, static_cast<int>(u));
-          continue;
-        }
-        // Mirrors Aggregator::issue_compressed: G chunks of whole granules, all-to-all then all-gather.
-        const federation::Codec codec(w.compress, w.compress_block);
-        const int64_t g = c.size, granule = codec.granule();
-        const int64_t chunk = (sb - sa + g * granule - 1) / (g * granule) * granule;
-        const double wire = static_cast<double>(g * codec.encoded_bytes(chunk));
-        add(c, comm::Collective::AllToAll, wire, true, false, static_cast<int>(u));
-        add(c, comm::Collective::AllGather, wire, true, false, static_cast<int>(u));
-      }
-      add(replica, comm::Collective::AllGather, shard_len * w.master_bytes, true, false, static_cast<int>(u));
-      // Mirrors Aggregator::average_state: AdamW's exp_avg and exp_avg_sq, averaged as a plain round in the
-      // master dtype and gathered over `replica`.
-      if (w.inner_state == "average")
-        for (int moment = 0; moment < 2; ++moment) {
-          for (const auto& [seg, c] : segments) {
-            const auto [sa, sb] = l.segment_range(seg, static_cast<int64_t>(padded));
-            add(c, comm::Collective::AllReduce, static_cast<double>(sb - sa) * w.master_bytes, true, false,
-                static_cast<int>(u));
-          }
-          add(replica, comm::Collective::AllGather, shard_len * w.master_bytes, true, false, static_cast<int>(u));
-        }
-    }
+    p.add(replica, comm::Collective::AllReduce, shard_len * w.reduce_bytes, false, false);
+    if (s.strategy.federated) price_round(p, l, w, segments, replica, u, padded, shard_len);
   }
-  add(shard, comm::Collective::AllReduce, 8, false, true);  // global grad norm
-  add(group, comm::Collective::AllReduce, 32, false, true);  // logged loss, stop request, round time up, non-finite
+  p.add(shard, comm::Collective::AllReduce, 8, false, true);  // global grad norm
+  p.add(group, comm::Collective::AllReduce, 32, false, true);  // logged loss, stop request, round time up, non-finite
   if (s.strategy.federated)
     for (const auto& [seg, c] : segments)  // weight, votes, every group's step and flags (Aggregator::agree)
-      add(c, comm::Collective::AllReduce, (8.0 + 2 * l.groups()) * 8, true, true);
+      p.add(c, comm::Collective::AllReduce, (8.0 + 2 * l.groups()) * 8, true, true);
   for (const auto& c : out.collectives)
     (c.per_round ? out.per_round : out.per_step)[static_cast<int>(c.tier)] +=
         comm::ring_bus_bytes(c.kind, c.full_bytes, c.ranks) * c.count;
