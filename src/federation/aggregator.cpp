@@ -559,6 +559,17 @@ void Aggregator::restore_state(size_t unit, const std::string& name, const at::T
   if (dst.defined()) dst.copy_(value);
 }
 
+void Aggregator::with_global_model(const std::function<void()>& fn) {
+  try {
+    swap_in_global();
+    fn();
+  } catch (...) {
+    swap_out_global();  // a lost peer: the recovery hands over this group's own model
+    throw;
+  }
+  swap_out_global();
+}
+
 void Aggregator::swap_in_global() {
   at::NoGradGuard no_grad;
   FS_ASSERT(!global_.empty() && saved_shards_.empty(), "no global model kept to swap in");

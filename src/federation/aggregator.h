@@ -21,37 +21,12 @@
 
 #include "comm/topology.h"
 #include "federation/codec.h"
+#include "federation/lane.h"
 #include "federation/outer_optimizer.h"
 #include "optim/optimizer.h"
 #include "parallel/sharded_model.h"
 
 namespace fedshard::federation {
-
-// What a group brings to a round; the groups' votes are agreed in the round's first, blocking all-reduce.
-struct Vote {
-  bool stop = false;        // preemption: checkpoint and exit after this round
-  bool last = false;        // the job ends with this round
-  bool checkpoint = false;  // time-based rounds: a checkpoint is due at this round
-  bool evaluate = false;    // time-based rounds: an evaluation is due at this round
-  bool at_round = true;     // false: the group votes to stop from between rounds (Aggregator::vote_stop)
-  bool nonfinite = false;   // some rank of the group holds a non-finite value in its slices (agreed in the group)
-  int64_t step = 0;         // the group's step count
-  int64_t steps_in_round = 0;
-  int64_t round = 0;         // the round's number, for messages (not sent)
-  double launch_tokens = 0;  // what the group trained on since this launch started
-};
-
-// The round's agreement: any group's flags, every group's step count, the tokens of all groups.
-struct Agreement {
-  Vote any;                     // flags: OR over groups
-  std::vector<int64_t> steps;   // per group
-  std::vector<bool> at_round;   // per group: it voted from a round (not from between rounds, to stop)
-  std::vector<bool> nonfinite;  // per group: Vote::nonfinite
-  double launch_tokens = 0;     // summed over groups
-  // Whether the round's averaging was issued: not when some group voted to stop from between rounds, so
-  // every group stops where it is and a group that was at a round keeps that round pending.
-  bool issued = true;
-};
 
 struct FederationOptions {
   OuterOptions outer;
@@ -72,11 +47,12 @@ struct FederationOptions {
   bool keeps_global(at::ScalarType master) const;
 };
 
-class Aggregator {
+// The in-job MPI lane (federation/lane.h): the groups of one job meet over the segment communicators.
+class Aggregator final : public Lane {
  public:
   Aggregator(parallel::ShardedModel& model, comm::Topology& topo, optim::Optimizer& inner,
              const FederationOptions& opts);
-  ~Aggregator();
+  ~Aggregator() override;
 
   // Collective over the world. weight: this group's share, e.g. tokens it processed since the last sync.
   // stop: this group wants the job to stop (agreed inside the group); returns whether any group does, the
@@ -87,9 +63,9 @@ class Aggregator {
   // issues the averaging of `units`; finish: waits for it and applies it. One round in flight at a time.
   // A non-finite value in any group's slices ends the job here, before anything is sent: every rank throws
   // the same Error, reported by one rank of the lowest such group that holds it, naming round and tensor.
-  Agreement begin(const std::vector<size_t>& units, double weight, const Vote& vote);
-  void finish();
-  bool in_flight() const { return round_ != nullptr; }
+  Agreement begin(const std::vector<size_t>& units, double weight, const Vote& vote) override;
+  void finish() override;
+  bool in_flight() const override { return round_ != nullptr; }
   // After a lost peer (comm::PeerLost), before the engine is rebuilt over the kept ranks: forgets a round that has
   // not settled (restoring the error-feedback residuals it moved on), so the survivors can hold it again or go on
   // without it; its collectives end with the revoked communicators. Returns the units of a settled round (a
@@ -102,40 +78,30 @@ class Aggregator {
   // A group that must stop (preemption) between rounds takes part in the next agreement from where it is,
   // so every group stops at its next step instead of at its next round: the groups at a round skip that
   // round (Agreement::issued false). Waits for this rank's half of a round in flight first, as a round would.
-  Agreement vote_stop(const Vote& vote);
+  Agreement vote_stop(const Vote& vote) override;
   // Moves a compressed round in flight on to its second half once the first has arrived (call once a step). A
   // lost peer is kept for arrive() or settle() to throw.
-  void progress();
+  void progress() override;
   // Waits for the round in flight and computes its outcome without applying it (before a checkpoint).
   void settle();
   // Waits until every unit's averaging of the round in flight (and, inner_state = average, of its optimizer
   // state) has arrived on this rank, changing nothing: the round's last collectives across groups. A lost peer
   // fails it here (or progress() saw it), before anything of the round is applied: in-job recovery agrees on
   // that, then applies it (finish: local, and all-gathers inside the group).
-  void arrive();
+  void arrive() override;
   // The model's part of arrive(): before a checkpoint, which keeps the round in flight (its optimizer state is
   // averaged, inner_state = average, when it is finished).
-  void arrive_model();
+  void arrive_model() override;
   // 1 where this rank's slices hold a NaN or infinity, else 0: a device scalar, queued without a host sync.
-  at::Tensor nonfinite_flag() const;
+  at::Tensor nonfinite_flag() const override;
   // This rank's part of a checksum of the last global model: the sum of the bit patterns (as 32-bit integers)
   // of its slices of it. Slices partition each group's model, so a group's checksum is the sum over its ranks
   // (modulo 2^64), the same in every group exactly when they hold the same global model (federation.audit).
-  int64_t global_checksum() const;
+  int64_t global_checksum() const override;
 
   // Runs fn while every rank's shard holds the latest global model instead of its group's own (evaluation
   // under overlap, where no step ends with the groups equal). Collective over the world.
-  template <typename Fn>
-  void with_global_model(Fn&& fn) {
-    try {
-      swap_in_global();
-      fn();
-    } catch (...) {
-      swap_out_global();  // a lost peer: the recovery hands over this group's own model
-      throw;
-    }
-    swap_out_global();
-  }
+  void with_global_model(const std::function<void()>& fn) override;
 
   OuterOptimizer& outer() { return *outer_; }
   // Per-unit state beyond the outer optimizer's, by name, for checkpoints; every tensor is slice-shaped but

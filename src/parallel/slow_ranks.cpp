@@ -48,4 +48,12 @@ std::vector<double> slow_factors(const std::string& spec, const comm::Layout& la
   return f;
 }
 
+Pace pace_of(const std::string& spec, const comm::Layout& layout, int rank) {
+  const auto factors = slow_factors(spec, layout);
+  Pace p;
+  p.rank = factors.at(static_cast<size_t>(rank));
+  for (int r : layout.group_members(rank)) p.group = std::max(p.group, factors.at(static_cast<size_t>(r)));
+  return p;
+}
+
 }  // namespace fedshard::parallel

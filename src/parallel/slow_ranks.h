@@ -15,4 +15,11 @@ namespace fedshard::parallel {
 // Throws fedshard::Error naming a malformed item, a rank or group outside the layout, or a factor below 1.
 std::vector<double> slow_factors(const std::string& spec, const comm::Layout& layout);
 
+// The factor of `rank` of `layout`, and its group's: the largest of its members' (a group runs at the pace of its
+// slowest rank).
+struct Pace {
+  double rank = 1, group = 1;
+};
+Pace pace_of(const std::string& spec, const comm::Layout& layout, int rank);
+
 }  // namespace fedshard::parallel

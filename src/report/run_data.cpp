@@ -12,12 +12,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-double mean(const std::vector<double>& v) {
-  double s = 0;
-  for (double x : v) s += x;
-  return v.empty() ? 0.0 : s / static_cast<double>(v.size());
-}
-
 std::string label_of(const nlohmann::json& config) {
   if (!config.contains("resolved")) return "?";
   const auto& r = config["resolved"];
@@ -52,29 +46,7 @@ std::string label_of(const nlohmann::json& config) {
   return os.str();
 }
 
-// Only the steps after warm-up, when there are enough of them.
-template <class F>
-std::vector<double> timed(const std::vector<StepRow>& steps, F f) {
-  std::vector<double> v;
-  for (const auto& s : steps)
-    if (s.step >= 3 || steps.size() < 5) v.push_back(f(s));
-  return v;
-}
-
 }  // namespace
-
-double RunData::mean_step_seconds() const { return mean(timed(steps, [](const StepRow& s) { return s.seconds; })); }
-
-double RunData::tok_per_s() const {
-  const double step_tokens = static_cast<double>(steps.front().tokens) / static_cast<double>(steps.front().step);
-  return step_tokens / mean_step_seconds();
-}
-
-std::array<double, 3> RunData::mean_bytes() const {
-  std::array<double, 3> b{};
-  for (int t = 0; t < 3; ++t) b[t] = mean(timed(steps, [t](const StepRow& s) { return s.bytes[t]; }));
-  return b;
-}
 
 RunData load_run(const std::string& dir) {
   RunData r;
@@ -94,6 +66,7 @@ RunData load_run(const std::string& dir) {
   std::ifstream in(metrics);
   double train_seconds = 0;
   int line_no = 0;
+  std::vector<size_t> stretches;  // the step lines that start a stretch of steps (after a resume, a membership change)
   for (std::string line; std::getline(in, line);) {
     ++line_no;
     if (line.empty()) continue;
@@ -110,8 +83,11 @@ RunData load_run(const std::string& dir) {
         s.tok_per_s = j.at("tok_per_s");
         s.bytes = {j.at("bytes").at("node"), j.at("bytes").at("inter_node"), j.at("bytes").at("inter_group")};
         s.aggregated = j.value("aggregated", false);
+        s.profiled = j.value("profiled", false);
         train_seconds += s.seconds;
         r.steps.push_back(s);
+      } else if (type == "resume" || type == "group_lost" || type == "group_joined") {
+        stretches.push_back(r.steps.size());
       } else if (type == "eval") {
         r.evals.push_back({j.at("step"), j.at("tokens"), train_seconds, j.at("val_ppl"), j.at("model")});
       } else if (type == "summary") {
@@ -122,6 +98,14 @@ RunData load_run(const std::string& dir) {
     }
   }
   FS_CHECK(!r.steps.empty(), metrics.string(), " has no step lines");
+  // Step lines may be every train.log_every steps: the tokens of one step are the first line's over its step.
+  const double step_tokens = static_cast<double>(r.steps.front().tokens) / static_cast<double>(r.steps.front().step);
+  for (size_t i = 0, next = 0; i < r.steps.size(); ++i) {
+    for (; next < stretches.size() && stretches[next] == i; ++next) r.stats.end_stretch();
+    const auto& s = r.steps[i];
+    r.stats.add({s.step, s.seconds, step_tokens, s.bytes, s.profiled});
+  }
+  r.stats.end_stretch();
   const fs::path plan = fs::path(dir) / "plan.json";
   if (fs::is_regular_file(plan)) {
     std::ifstream pin(plan);

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "train/step_stats.h"
+
 namespace fedshard::report {
 
 struct StepRow {
@@ -19,6 +21,7 @@ struct StepRow {
   double tok_per_s = 0;
   std::array<double, 3> bytes{};  // node, inter_node, inter_group
   bool aggregated = false;
+  bool profiled = false;
 };
 
 struct EvalRow {
@@ -41,11 +44,13 @@ struct RunData {
   std::optional<double> plan_step_s;
   std::string plan_cluster;
 
-  // Means over the steps after warm-up (step >= 3, when there are enough): aggregation rounds are amortized
-  // as they are in `fedshard plan`'s per-step figures.
-  double mean_step_seconds() const;
-  double tok_per_s() const;  // tokens per step / mean step time
-  std::array<double, 3> mean_bytes() const;
+  // The steps as the trainer's summary counts them (train/step_stats.h: the warm-up rule; a resume or a membership
+  // change starts a stretch): means over the timed steps, so aggregation rounds are amortized as they are in
+  // `fedshard plan`'s per-step figures.
+  train::StepStats stats;
+  double mean_step_seconds() const { return stats.mean_step_seconds(); }
+  double tok_per_s() const { return stats.tok_per_s(); }  // tokens per step / mean step time
+  std::array<double, 3> mean_bytes() const { return stats.mean_bytes(); }
 };
 
 // Throws fedshard::Error naming the file (and line) that is missing or malformed.

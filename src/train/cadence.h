@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "federation/lane.h"
 #include "train/config.h"
 
 namespace fedshard::train {
@@ -56,6 +57,14 @@ class Cadence {
   bool last_step(int64_t step) const { return step == steps_; }
   bool wants_evaluation(int64_t step, const Carried& c) const { return c.evaluation_wanted || every(eval_every_, step); }
   bool wants_checkpoint(int64_t step, const Carried& c) const { return c.checkpoint_wanted || every(checkpoint_every_, step); }
+  // Those three as a round's vote carries them.
+  federation::Vote vote(int64_t step, const Carried& c) const {
+    federation::Vote v;
+    v.last = last_step(step);
+    v.checkpoint = wants_checkpoint(step, c);
+    v.evaluate = wants_evaluation(step, c);
+    return v;
+  }
 
   // What follows step s.step, given what earlier steps left carried.
   Decision decide(const StepOutcome& s, const Carried& c) const;

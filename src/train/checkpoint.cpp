@@ -88,7 +88,9 @@ model::ModelConfig model_from_json(const nlohmann::json& j) {
   return c;
 }
 
-std::string unit_key(size_t u, const std::string& what) { return "u" + std::to_string(u) + "." + what; }
+// A state tensor's name in a rank file: its unit, then its key within the unit (train/rank_state.h).
+std::string unit_key(size_t u, const std::string& key) { return "u" + std::to_string(u) + "." + key; }
+std::string fed_key(const std::string& name) { return state_key(StatePart::Federation, name); }
 
 }  // namespace
 
@@ -265,16 +267,17 @@ std::string make_temporary_dir(const fs::path& root, const fs::path& tmp) {
   return "";
 }
 
-// Step 2: this rank's file (train/engine.h, rank_state), with the schedule's counters, the optimizer's step counts
-// and the RNG; returns its checksum. A round in flight is waited for and saved with its outcome: it is applied
+// Step 2: this rank's file (train/rank_state.h), with the schedule's counters, the optimizer's step counts per slice
+// (the run's are meta.json's) and the RNG; returns its checksum. A round in flight is waited for and saved with its outcome: it is applied
 // after the resume where it would have been without the checkpoint.
 uint64_t write_rank_file(const fs::path& file, const TrainingState& state, parallel::ShardedModel& sharded,
                          optim::Optimizer& inner, federation::Aggregator* agg, const Faults& faults) {
   if (agg) agg->settle();
   std::vector<std::pair<std::string, at::Tensor>> tensors;
-  for (const auto& s : rank_state(sharded, inner, agg))
-    tensors.emplace_back(unit_key(s.unit, s.key), s.tensor.detach().to(at::kCPU).contiguous());
-  const auto& slice_steps = inner.slice_steps();
+  const auto rank = rank_state(sharded, inner, agg);
+  for (const auto& s : rank.tensors)
+    tensors.emplace_back(unit_key(s.unit, s.key()), s.tensor.detach().to(at::kCPU).contiguous());
+  const auto& slice_steps = rank.counts.slice_steps;
   tensors.emplace_back("schedule", at::tensor({static_cast<double>(state.steps_since_sync), state.round_time}, at::kDouble));
   tensors.emplace_back("opt.slice_steps", at::tensor(std::vector<int64_t>(slice_steps.begin(), slice_steps.end()), at::kLong));
   tensors.emplace_back("rng.cpu", at::detail::getDefaultCPUGenerator().get_state());
@@ -480,14 +483,16 @@ at::Tensor missing_state(const StateTensor& s, const SafetensorsFile& f, const c
   const auto& outer = agg.outer().state()[s.unit];
   // An outer optimizer the checkpoint did not have (FedAvg to Nesterov, which the resume contract allows where the
   // last global model is known): its global slice is that model, its momentum zero.
-  if (s.key == "outer.global")
-    return f.contains(unit_key(s.unit, "fed.global")) ? f.tensor(unit_key(s.unit, "fed.global")) : model_slice();
-  if (s.key.rfind("outer.", 0) == 0) return at::zeros_like(s.tensor);
-  if (s.key == "fed.global") return outer.count("global") ? outer.at("global") : model_slice();
-  if (s.key == "fed.residual" || s.key == "fed.mean_residual") return at::Tensor();
+  if (s.is(StatePart::Outer, "global")) {
+    const auto global = unit_key(s.unit, fed_key("global"));
+    return f.contains(global) ? f.tensor(global) : model_slice();
+  }
+  if (s.part == StatePart::Outer) return at::zeros_like(s.tensor);
+  if (s.is(StatePart::Federation, "global")) return outer.count("global") ? outer.at("global") : model_slice();
+  if (s.is(StatePart::Federation, "residual") || s.is(StatePart::Federation, "mean_residual")) return at::Tensor();
   // Checkpoints before round_scale was saved: only inner_state = average reads it.
-  if (s.key == "fed.round_scale" && agg.options().inner_state != "average") return at::Tensor();
-  throw Error(cat("checkpoint has a federation round in flight without its '", s.key.substr(4), "' of unit ", s.unit));
+  if (s.is(StatePart::Federation, "round_scale") && agg.options().inner_state != "average") return at::Tensor();
+  throw Error(cat("checkpoint has a federation round in flight without its '", s.name, "' of unit ", s.unit));
 }
 
 // The round schedule's counters as `rank` saved them (checkpoints before they were saved per rank: meta's).
@@ -525,10 +530,10 @@ void restore_own_file(RankFiles& files, const CheckpointMeta& meta, comm::Topolo
   const int rank = topo.world_rank();
   const auto& f = files.get(rank);
   if (agg) agg->restore_round(meta.round_in_flight);
-  for (const auto& s : rank_state(sharded, inner, agg)) {
-    const auto key = unit_key(s.unit, s.key);
+  for (const auto& s : rank_state(sharded, inner, agg).tensors) {
+    const auto key = unit_key(s.unit, s.key());
     // The model and the inner optimizer's state are always there (f.tensor names the file and key if not).
-    if (f.contains(key) || s.key == "param" || s.key.rfind("opt.", 0) == 0) {
+    if (f.contains(key) || s.part == StatePart::Param || s.part == StatePart::Inner) {
       set_state(s, f.tensor(key), agg);
       continue;
     }
@@ -571,32 +576,32 @@ class Reslice {
   at::Tensor value(const StateTensor& s) {
     const size_t u = s.unit;
     auto& flat = sharded_.units()[u]->flat();
-    if (s.key == "param") {
+    if (s.part == StatePart::Param) {
       const auto p = own_ < 0 ? weighted([&](int g) { return group_param(u, g); }, size_share()) : group_param(u, own_);
       return cut(p, u, flat.shard_offset(), s.tensor);
     }
-    if (s.key.rfind("opt.", 0) == 0) return cut(inner_moment(u, s.key), u, flat.shard_offset(), s.tensor);
+    if (s.part == StatePart::Inner) return cut(inner_moment(u, s.key()), u, flat.shard_offset(), s.tensor);
     const auto [begin, end] = topo_.layout().slice_range(flat.padded_numel(), topo_.world_rank());
-    if (s.key.rfind("outer.", 0) == 0) {
-      auto old = assemble(files_, m_, u, s.key, source_, true);
-      if (s.key == "outer.global" && (own_ < 0 || !old.defined())) return my_slice(flat, begin, end);  // a merge
+    if (s.part == StatePart::Outer) {
+      auto old = assemble(files_, m_, u, s.key(), source_, true);
+      if (s.name == "global" && (own_ < 0 || !old.defined())) return my_slice(flat, begin, end);  // a merge
       return cut(old, u, begin, s.tensor);
     }
-    if (s.key == "fed.global") {
+    if (s.is(StatePart::Federation, "global")) {
       // A merged model is the new global one; a continuing group keeps the last (the round's, if applied).
       auto old = own_ < 0 ? at::Tensor()
-                          : assemble(files_, m_, u, in_round_.count(u) ? "fed.round_global" : "fed.global", source_, true);
+                          : assemble(files_, m_, u, fed_key(in_round_.count(u) ? "round_global" : "global"), source_, true);
       if (old.defined()) return cut(old, u, begin, at::empty({end - begin}, old.options()));
       const auto& outer = agg_->outer().state()[u];
       return own_ >= 0 && outer.count("global") ? outer.at("global").clone() : my_slice(flat, begin, end);
     }
-    if (own_ >= 0 && s.key == "fed.residual") {
-      auto old = assemble(files_, m_, u, "fed.residual", own_, true);
+    if (own_ >= 0 && s.is(StatePart::Federation, "residual")) {
+      auto old = assemble(files_, m_, u, s.key(), own_, true);
       return old.defined() ? cut(old, u, begin, at::empty({end - begin}, old.options())) : old;
     }
-    if (own_ >= 0 && s.key == "fed.mean_residual") {
+    if (own_ >= 0 && s.is(StatePart::Federation, "mean_residual")) {
       // Each chunk's residual is held by its owner in one group: their sum is the whole field.
-      auto old = weighted([&](int g) { return assemble(files_, m_, u, "fed.mean_residual", g, true); },
+      auto old = weighted([&](int g) { return assemble(files_, m_, u, s.key(), g, true); },
                           [](int) { return 1.0; });
       return old.defined() ? agg_->owned_part(u, cut(old, u, begin, at::empty({end - begin}, old.options()))) : old;
     }
@@ -606,9 +611,10 @@ class Reslice {
  private:
   // A checkpoint group's parameters with the round in flight applied: global + (own - slice at begin).
   at::Tensor group_param(size_t u, int g) {
-    auto p = assemble(files_, m_, u, "param", g, false);
+    auto p = assemble(files_, m_, u, state_key(StatePart::Param), g, false);
     if (in_round_.count(u))
-      p = p + assemble(files_, m_, u, "fed.round_global", g, true) - assemble(files_, m_, u, "fed.round_sent", g, true);
+      p = p + assemble(files_, m_, u, fed_key("round_global"), g, true) -
+          assemble(files_, m_, u, fed_key("round_sent"), g, true);
     return p;
   }
   // An inner optimizer moment: the own group's, or averaged as the round in flight's inner_state would (a merge
@@ -619,7 +625,7 @@ class Reslice {
     const auto of_group = [&](int g) { return assemble(files_, m_, u, key, g, false); };
     if (own_ < 0) return weighted(of_group, size_share());
     return weighted(of_group, [this, u](int g) {
-      return files_.get(first_rank_of(m_, g)).tensor(unit_key(u, "fed.round_scale")).to(at::kDouble).item<double>();
+      return files_.get(first_rank_of(m_, g)).tensor(unit_key(u, fed_key("round_scale"))).to(at::kDouble).item<double>();
     });
   }
   at::Tensor weighted(const std::function<at::Tensor(int)>& of_group, const std::function<double(int)>& weight) {
@@ -676,11 +682,11 @@ TrainingState restore_checkpoint(const CheckpointMeta& meta, comm::Topology& top
   }
   Reslice reslice(files, meta, topo, sharded, agg, continues);
   if (agg) agg->restore_round({});
-  for (const auto& s : rank_state(sharded, inner, agg)) {
+  for (const auto& s : rank_state(sharded, inner, agg).tensors) {
     const auto value = reslice.value(s);
     if (value.defined())
       set_state(s, value, agg);
-    else if (s.key.rfind("fed.", 0) != 0)
+    else if (s.part != StatePart::Federation)
       s.tensor.zero_();
   }
   const int own = reslice.own(), steps_from = first_rank_of(meta, reslice.source());
@@ -718,7 +724,7 @@ std::map<std::string, at::Tensor> consolidated_parameters(const CheckpointMeta& 
   std::map<std::string, at::Tensor> out;
   const auto layout = unit_layout(checkpoint_model(meta.dir));
   for (size_t u = 0; u < layout.size(); ++u) {
-    const auto full = assemble_mean(files, meta, u, "param");
+    const auto full = assemble_mean(files, meta, u, state_key(StatePart::Param));
     for (const auto& e : layout[u].entries) out[e.name] = full.narrow(0, e.offset, e.numel).view(e.shape).clone();
   }
   return out;

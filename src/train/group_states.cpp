@@ -9,36 +9,34 @@ GroupStates::GroupStates(int groups, parallel::ShardedModel& model, optim::Optim
   for (int g = 0; g < groups; ++g) save(g);
 }
 
-std::vector<StateTensor> GroupStates::live() const { return rank_state(model_, opt_, nullptr); }
+RankState GroupStates::live() const { return rank_state(model_, opt_, nullptr); }
 
 void GroupStates::save(int g) {
   at::NoGradGuard no_grad;
   auto& st = groups_.at(static_cast<size_t>(g));
   const auto now = live();
   if (st.tensors.empty())
-    for (const auto& s : now) st.tensors.push_back(s.tensor.detach().clone());
+    for (const auto& s : now.tensors) st.tensors.push_back(s.tensor.detach().clone());
   else
-    for (size_t i = 0; i < now.size(); ++i) st.tensors[i].copy_(now[i].tensor);
-  st.steps = opt_.steps();
-  st.slice_steps = opt_.slice_steps();
+    for (size_t i = 0; i < now.tensors.size(); ++i) st.tensors[i].copy_(now.tensors[i].tensor);
+  st.counts = now.counts;
 }
 
 void GroupStates::load(int g) {
   at::NoGradGuard no_grad;
   const auto& st = groups_.at(static_cast<size_t>(g));
   const auto now = live();
-  for (size_t i = 0; i < now.size(); ++i) now[i].tensor.copy_(st.tensors[i]);
-  opt_.set_steps(st.steps);
-  opt_.set_slice_steps(st.slice_steps);
+  for (size_t i = 0; i < now.tensors.size(); ++i) now.tensors[i].tensor.copy_(st.tensors[i]);
+  st.counts.apply_to(opt_);
 }
 
 void GroupStates::combine(bool state) {
   at::NoGradGuard no_grad;
   const double n = static_cast<double>(groups_.size());
   const auto now = live();
-  for (size_t i = 0; i < now.size(); ++i) {
-    if (now[i].key != "param" && !state) continue;
-    auto& t = now[i].tensor;
+  for (size_t i = 0; i < now.tensors.size(); ++i) {
+    if (now.tensors[i].part != StatePart::Param && !state) continue;
+    auto& t = now.tensors[i].tensor;
     t.zero_();
     for (const auto& st : groups_) t.add_(st.tensors[i]);
     t.div_(n);
@@ -49,11 +47,9 @@ void GroupStates::distribute(bool state) {
   at::NoGradGuard no_grad;
   const auto now = live();
   for (auto& st : groups_) {
-    for (size_t i = 0; i < now.size(); ++i)
-      if (now[i].key == "param" || state) st.tensors[i].copy_(now[i].tensor);
-    if (!state) continue;
-    st.steps = opt_.steps();
-    st.slice_steps = opt_.slice_steps();
+    for (size_t i = 0; i < now.tensors.size(); ++i)
+      if (now.tensors[i].part == StatePart::Param || state) st.tensors[i].copy_(now.tensors[i].tensor);
+    if (state) st.counts = now.counts;
   }
 }
 

@@ -1,8 +1,8 @@
-// The federation groups one rank holds under emulation (parallel/emulation.h): each group's master shards
-// and inner optimizer state (the first part of train/engine.h's rank_state; the aggregator's is the held groups'
-// mean, in the live engine), kept beside the one live engine and swapped in and out of it as the rank trains the
-// groups in turn. Copies, not pointer swaps: the optimizer, the aggregator and the sharded units keep their own
-// handles to the live tensors.
+// The federation groups one rank holds under emulation (parallel/emulation.h): each group's master shards and
+// inner optimizer state with its step counts (the first parts of train/rank_state.h's state; the aggregator's is
+// the held groups' mean, in the live engine), kept beside the one live engine and swapped in and out of it as the
+// rank trains the groups in turn. Copies, not pointer swaps: the optimizer, the aggregator and the sharded units
+// keep their own handles to the live tensors.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -11,7 +11,7 @@
 
 #include "optim/optimizer.h"
 #include "parallel/sharded_model.h"
-#include "train/engine.h"
+#include "train/rank_state.h"
 
 namespace fedshard::train {
 
@@ -31,10 +31,9 @@ class GroupStates {
  private:
   struct State {
     std::vector<at::Tensor> tensors;  // in rank_state's order: master shards and inner optimizer state
-    int64_t steps = 0;
-    std::vector<int64_t> slice_steps;
+    StepCounts counts;
   };
-  std::vector<StateTensor> live() const;
+  RankState live() const;
 
   parallel::ShardedModel& model_;
   optim::Optimizer& opt_;

@@ -129,10 +129,19 @@ void RunLog::take_over(int64_t step) {
   if (kept_through_) metrics_.skip_steps_through(*kept_through_);
 }
 
-void RunLog::membership(const nlohmann::json& line, const std::string& said, int64_t step,
-                        std::optional<int64_t> writer_round_step) {
+void RunLog::hold_for_takeover(bool timed_rounds) {
+  timed_ = timed_rounds;
+  metrics_.hold_lines(timed_ ? std::numeric_limits<size_t>::max() : 2 * (static_cast<size_t>(cfg_.sync_every) + 1));
+}
+
+void RunLog::round_agreed(int64_t step, int64_t writer_step) {
+  writer_round_step_ = writer_step;
+  metrics_.forget_held_before(std::min(step, writer_step));
+}
+
+void RunLog::membership(const nlohmann::json& line, const std::string& said, int64_t step, bool lost) {
   // Every rank keeps the mark, so that a later takeover keeps what an earlier writer wrote.
-  if (writer_round_step) kept_through_ = std::max(kept_through_.value_or(0), *writer_round_step);
+  if (lost && timed_) kept_through_ = std::max(kept_through_.value_or(0), writer_round_step_);
   if (!writer_) {
     metrics_.write(line);  // held: the writer may be lost before it writes the line
     return;

@@ -51,8 +51,13 @@ class RunLog {
   // changed: `relayout`, a metrics line or null), and says how the run started.
   void open(const nlohmann::json& config, const CheckpointMeta* resumed, bool same_layout,
             const nlohmann::json& relayout, const std::string& started);
-  // While not the writer, keep the last `n` step and eval lines: what a writer lost with its group did not write.
-  void hold_lines(size_t n) { metrics_.hold_lines(n); }
+  // Under in-job recovery every rank holds the lines a writer lost with its group may not have written: at most a
+  // round's steps and its evaluations (the others see the loss at the next round, evaluation or checkpoint); under
+  // time-based rounds, whose rounds have no fixed number of steps, those since this group's last round.
+  void hold_for_takeover(bool timed_rounds);
+  // Time-based rounds: the groups agreed a round after this group's `step`, the writer's group at `writer_step` (at
+  // a resume, this group's own step). A new writer needs its held lines from the earlier of the two on.
+  void round_agreed(int64_t step, int64_t writer_step);
   // The writer (only it) rewrites config.json (a membership change changes the resolved layout).
   void config(const nlohmann::json& config);
 
@@ -62,16 +67,12 @@ class RunLog {
   void progress(int64_t step, double loss, double lr, double tok_per_s, double val_ppl);
   void finish_progress() { progress_.finish(); }
   // A membership change (in-job recovery) or the rejoin that did not happen, with its line on stderr; `line` is
-  // the metrics line. After a lost writer, the first kept rank takes over first, at `step`. Under time-based rounds
-  // the step axis is the writer's group's, and a new writer's group stands at other steps: `writer_round_step` is
-  // the writer's group's step at the last round. The lines a lost writer wrote through it stay (rounds and
-  // evaluations included); its later steps, which never reached the global model, go; the new writer's step
-  // lines go on after the largest such step, so that each step is written once.
-  void membership(const nlohmann::json& line, const std::string& said, int64_t step,
-                  std::optional<int64_t> writer_round_step = std::nullopt);
-  // Time-based rounds: a new writer needs its held lines from the earlier of its group's and the writer group's
-  // step at the last round on.
-  void forget_held_before(int64_t step) { metrics_.forget_held_before(step); }
+  // the metrics line. After a lost writer (`lost`: a group_lost line), the first kept rank takes over first, at
+  // `step`. Under time-based rounds the step axis is the writer's group's, and a new writer's group stands at other
+  // steps: the lines a lost writer wrote through its group's step at the last round stay (rounds and evaluations
+  // included); its later steps, which never reached the global model, go; the new writer's step lines go on after
+  // the largest such step, so that each step is written once.
+  void membership(const nlohmann::json& line, const std::string& said, int64_t step, bool lost = false);
   void preempted(int64_t step, int signal, bool emulated, int exit_code);
   void summary(const nlohmann::json& line);
   // Each rank its own file RUN/audit/rank-R.jsonl, R its launch rank: no communication, so the audit changes no
@@ -87,6 +88,8 @@ class RunLog {
   bool writer_ = false;
   MetricsLog metrics_;
   Progress progress_;
+  bool timed_ = false;               // time-based rounds
+  int64_t writer_round_step_ = 0;    // the writer's group's step at the last round (time-based rounds)
   std::optional<int64_t> kept_through_;  // time-based rounds: the lines through this step stay at a takeover
 };
 
