@@ -159,6 +159,26 @@ print(' '.join(str(j['step']) for j in map(json.loads, open('$dir/metrics.jsonl'
       return; }
   cmp -s <(numbers "$dir" after "$last") <(numbers "$ref" after "$last") &&
     { fail "$name: steps after $last are the 4 groups' (a lost group still averaged?)"; return; }
+  # The run's tokens after a loss under step rounds: every group's through the last round before it, then the kept
+  # groups' only (the lost groups' steps since never reached the global model), whichever agreement a kept rank saw
+  # the loss in. (Time-based rounds, whose lines say `round`, count each group's own steps.)
+  local miscounted
+  miscounted=$($py -c "
+import json
+lines = list(map(json.loads, open('$dir/metrics.jsonl')))
+tokens = {0: 0}
+tokens.update({j['step']: j['tokens'] for j in lines if j['type'] == 'step'})
+kept = {j['step']: sum(j['group_sizes']) * 2 * 32 for j in lines if j['type'] == 'group_lost'}
+for j in lines:
+    if any(k['type'] == 'round' for k in lines): break
+    if j['type'] != 'group_lost' or j['step'] + 1 not in tokens: continue
+    s = j['step']
+    seen = j['during'].split(',')[0]
+    last_round = s if seen in ('checkpoint', 'evaluation', 'summary', 'rejoin') else s - 4
+    want = tokens[last_round] + (s + 1 - last_round) * kept[s]
+    if tokens[s + 1] != want: print(f'step {s + 1}: {tokens[s + 1]}, not {want} (seen in: {j[\"during\"]})')
+")
+  [ -z "$miscounted" ] || { fail "$name: tokens after the loss: $miscounted"; return; }
   [ "$(audit "$dir" | tr '\n' ' ')" = "$expected_audit " ] ||
     { fail "$name: audit of the rounds: $(audit "$dir" | tr '\n' ' ')"; return; }
   run "${relaunch_np:-$((2 * kept))}" "$dir.relaunch" "${relaunch_args[@]}" --resume "$dir/checkpoints/$(printf step-%08d "$last")" ||

@@ -254,6 +254,9 @@ Trainer::StepResult Trainer::train_step(int64_t step) {
     if (!device.is_cpu()) at::zeros({1}, at::TensorOptions().device(device)).item<float>();
     std::this_thread::sleep_for((compute_.slow - 1) * std::chrono::duration<double>(Clock::now() - t0));
   }
+  // The step counts before the group agrees: a kept rank that learns of a loss in the group agreement (a peer revoked
+  // it) restarts the run from the same round as one that learns of it in the round.
+  if (rounds_) rounds_->count_step();
   const auto g = agree_in_group(step, l, compute_.clock_step > 0 ? compute_.clock_step : seconds_since(t0));
   r.loss = g.losses.front();
   if (engine_.topo->layout().groups() == 1) r.stop = g.stop;
@@ -261,7 +264,6 @@ Trainer::StepResult Trainer::train_step(int64_t step) {
   double excluded_seconds = 0;
   comm::LedgerSnapshot excluded_comm;
   if (rounds_) {
-    rounds_->count_step();
     // The group model's evaluation is not part of the step: its time and bytes are taken out of the step's.
     if (s_.cfg.eval_group_model && rounds_->due(step, g.time_up)) {
       const auto e0 = Clock::now();
