@@ -12,6 +12,8 @@ pkgs=(
   libgtest-dev googletest
   gnuplot-nox iproute2
 )
+# Sites across facilities: gRPC C++ over OpenSSL (the round server, a site's lane), openssl for the tests' CA.
+pkgs+=(libgrpc++-dev libssl-dev openssl)
 # clang and its runtimes: the ASan/UBSan and TSan builds and the libFuzzer targets (make test-asan, make fuzz).
 pkgs+=(clang libclang-rt-14-dev)
 # python3-venv: the project-local venv of the CUDA variant (scripts/setup-venv.sh).

@@ -53,7 +53,7 @@ FIXED = {"federation.clock": "wall", "train.slow": "", "checkpoint.every": "0", 
          "model.dtype": "float32", "federation.eval_group_model": "false", "parallel.sync_every": str(K),
          "parallel.backend": "mpi", "model.device": "cpu", "federation.compress_block": "256",
          "federation.outer_lr": "1", "federation.rejoin_after": "0", "model.compute_dtype": "float32",
-         "model.matmul_dtype": "compute"}
+         "model.matmul_dtype": "compute", "sites.server": ""}
 
 
 def is_fl(cfg):
@@ -235,7 +235,9 @@ def product(space):
 EXTRA_VALUES = {"train.slow": ["group:1=2"], "federation.eval_group_model": ["true"], "model.dtype": ["float32"],
                 "checkpoint.every": ["2"], "train.resume": ["auto"], "federation.clock": [CLOCK],
                 "parallel.sync_every": ["3"], "parallel.backend": ["nccl"], "model.device": ["cuda"],
-                "federation.rejoin_after": ["1"], "model.compute_dtype": ["float32"]}
+                "federation.rejoin_after": ["1"], "model.compute_dtype": ["float32"], "sites.server": ["127.0.0.1:9"]}
+# A site's configuration names itself and its TLS files too (read at start-up; a refusal comes before).
+SITE = {"sites.name": "harness", "sites.tls_cert": "site.pem", "sites.tls_key": "site.key", "sites.tls_ca": "ca.pem"}
 
 
 def refusal_configs(space):
@@ -264,6 +266,11 @@ def refusal_configs(space):
             cfg["parallel.groups"] = "4,2"  # unequal groups
         if cfg.get("parallel.emulate"):
             cfg["parallel.groups"] = "2,2"
+        if extra.get("sites.server"):
+            # A site is one group: its other rules are tried on fsdp, so that only the rule under test holds.
+            if all(c["key"] != "parallel.strategy" for c in r["all"]):
+                cfg["parallel.strategy"] = "fsdp"
+            extra.update(SITE)
         out.append((r, cfg, extra))
     return out
 

@@ -51,6 +51,11 @@ const std::vector<std::tuple<std::string, std::string, std::string>>& flags() {
       {"--init-from", "model.init_from", "Hugging Face Llama directory to initialize from"},
       {"--checkpoint-every", "checkpoint.every", "steps between checkpoints (0: at the end only)"},
       {"--profile-steps", "train.profile_steps", "FIRST:LAST: profile these steps into RUN/profile/"},
+      {"--site", "sites.name", "this job is a site of a federation across facilities: its name (its certificate's)"},
+      {"--server", "sites.server", "HOST:PORT of each round server shard, in shard order, comma-separated"},
+      {"--tls-cert", "sites.tls_cert", "this site's certificate (PEM), signed by the federation's CA"},
+      {"--tls-key", "sites.tls_key", "its private key (PEM)"},
+      {"--tls-ca", "sites.tls_ca", "the federation's CA certificate (PEM)"},
   };
   return f;
 }

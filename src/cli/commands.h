@@ -26,5 +26,6 @@ Command add_eval(CLI::App& app);
 Command add_generate(CLI::App& app);
 Command add_options(CLI::App& app);
 Command add_tokenize(CLI::App& app);
+Command add_serve(CLI::App& app);  // src/sites/no_sites.cpp where the build has no sites
 
 }  // namespace fedshard::cli

@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
   app.set_help_all_flag("--help-all", "Describe every subcommand and flag");
   app.set_version_flag("--version", [] { return "fedshard: " + build_description(); },
                        "Print what this binary was built with (LibTorch, CUDA, NCCL) and the GPUs it sees");
-  std::vector<cli::Command> commands = {cli::add_info(app), cli::add_prepare(app), cli::add_train(app), cli::add_plan(app), cli::add_report(app), cli::add_export(app), cli::add_eval(app), cli::add_generate(app), cli::add_options(app), cli::add_tokenize(app)};
+  std::vector<cli::Command> commands = {cli::add_info(app), cli::add_prepare(app), cli::add_train(app), cli::add_plan(app), cli::add_report(app), cli::add_export(app), cli::add_eval(app), cli::add_generate(app), cli::add_options(app), cli::add_tokenize(app), cli::add_serve(app)};
 
   try {
     app.parse(argc, argv);

@@ -83,7 +83,7 @@ class Aggregator final : public Lane {
   // lost peer is kept for arrive() or settle() to throw.
   void progress() override;
   // Waits for the round in flight and computes its outcome without applying it (before a checkpoint).
-  void settle();
+  void settle() override;
   // Waits until every unit's averaging of the round in flight (and, inner_state = average, of its optimizer
   // state) has arrived on this rank, changing nothing: the round's last collectives across groups. A lost peer
   // fails it here (or progress() saw it), before anything of the round is applied: in-job recovery agrees on
@@ -108,11 +108,12 @@ class Aggregator final : public Lane {
   // one: "global" (last global slice), "residual"/"mean_residual" (error feedback of sent and averaged
   // deltas), "round_sent"/"round_global" (a settled round in flight: the slice at begin and the new global
   // slice), "round_scale" (its group's weight, one element: finish() averages the inner state with it).
-  std::vector<std::map<std::string, at::Tensor>> state() const;
-  void restore_state(size_t unit, const std::string& name, const at::Tensor& value);
-  std::vector<size_t> round_units() const;  // of the round in flight
+  std::vector<std::map<std::string, at::Tensor>> state() const override;
+  void restore_state(size_t unit, const std::string& name, const at::Tensor& value) override;
+  std::vector<size_t> round_units() const override;  // of the round in flight
   // A checkpointed round in flight, restored settled (its units' round_* state follows via restore_state).
-  void restore_round(const std::vector<size_t>& units);
+  void restore_round(const std::vector<size_t>& units) override;
+  std::vector<std::map<std::string, at::Tensor>> outer_state() override { return outer_->state(); }
   const FederationOptions& options() const { return opts_; }
   // `slice` (this rank's slice of unit `unit`) with zeros outside the chunks of a compressed round that this
   // rank averages: where its "mean_residual" lives. All zeros without compression.

@@ -10,6 +10,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <string>
 #include <vector>
 
 namespace fedshard::federation {
@@ -43,6 +45,10 @@ struct Agreement {
 class Lane {
  public:
   virtual ~Lane() = default;
+  // Before the first step (collective): a lane whose groups meet outside this job takes the federation's current
+  // global model. After the last (or a stop): it says it leaves.
+  virtual void start() {}
+  virtual void leave() {}
   // Agrees on the groups' votes (blocking) and issues the averaging of `units`, this group weighing `weight` (e.g. the
   // tokens it trained on since those units were last averaged). A non-finite value in any group's model ends the job
   // here, before anything is sent. One round in flight at a time.
@@ -51,6 +57,8 @@ class Lane {
   // a checkpoint, which keeps the round in flight).
   virtual void arrive() = 0;
   virtual void arrive_model() = 0;
+  // Waits for the round in flight and computes its outcome without applying it (before a checkpoint).
+  virtual void settle() = 0;
   // Applies the round (waiting for it first).
   virtual void finish() = 0;
   virtual bool in_flight() const = 0;
@@ -66,6 +74,15 @@ class Lane {
   // Runs fn while this rank's shard holds the latest global model instead of its group's own (evaluation under
   // overlap, where no step ends with the groups equal).
   virtual void with_global_model(const std::function<void()>& fn) = 0;
+
+  // What checkpoints keep of the lane (train/rank_state.h): per unit, the outer optimizer's state and the lane's own
+  // tensors (the last global slice, error feedback, a settled round in flight), written back by name; the units of
+  // a round in flight, and that round restored settled.
+  virtual std::vector<std::map<std::string, at::Tensor>> outer_state() = 0;
+  virtual std::vector<std::map<std::string, at::Tensor>> state() const = 0;
+  virtual void restore_state(size_t unit, const std::string& name, const at::Tensor& value) = 0;
+  virtual std::vector<size_t> round_units() const = 0;
+  virtual void restore_round(const std::vector<size_t>& units) = 0;
 };
 
 }  // namespace fedshard::federation

@@ -268,13 +268,13 @@ std::string make_temporary_dir(const fs::path& root, const fs::path& tmp) {
 }
 
 // Step 2: this rank's file (train/rank_state.h), with the schedule's counters, the optimizer's step counts per slice
-// (the run's are meta.json's) and the RNG; returns its checksum. A round in flight is waited for and saved with its outcome: it is applied
-// after the resume where it would have been without the checkpoint.
+// (the run's are meta.json's) and the RNG; returns its checksum. A round in flight is waited for and saved with its
+// outcome: it is applied after the resume where it would have been without the checkpoint.
 uint64_t write_rank_file(const fs::path& file, const TrainingState& state, parallel::ShardedModel& sharded,
-                         optim::Optimizer& inner, federation::Aggregator* agg, const Faults& faults) {
-  if (agg) agg->settle();
+                         optim::Optimizer& inner, federation::Lane* lane, const Faults& faults) {
+  if (lane) lane->settle();
   std::vector<std::pair<std::string, at::Tensor>> tensors;
-  const auto rank = rank_state(sharded, inner, agg);
+  const auto rank = rank_state(sharded, inner, lane);
   for (const auto& s : rank.tensors)
     tensors.emplace_back(unit_key(s.unit, s.key()), s.tensor.detach().to(at::kCPU).contiguous());
   const auto& slice_steps = rank.counts.slice_steps;
@@ -288,7 +288,7 @@ uint64_t write_rank_file(const fs::path& file, const TrainingState& state, paral
 
 nlohmann::json meta_json(const TrainingState& state, const nlohmann::json& config, const model::ModelConfig& model,
                          const comm::Layout& layout, parallel::ShardedModel& sharded, optim::Optimizer& inner,
-                         federation::Aggregator* agg, const at::Tensor& checksums) {
+                         federation::Lane* lane, const at::Tensor& checksums) {
   nlohmann::json meta = {{"format", kFormat}, {"version", kVersion}, {"step", state.step},
                          {"tokens", state.tokens}, {"config", config},
                          {"model", model_json(model)}, {"tokenizer", state.tokenizer}};
@@ -298,11 +298,11 @@ nlohmann::json meta_json(const TrainingState& state, const nlohmann::json& confi
                       {"pad_multiple", layout.pad_multiple()},
                       {"strategy", config["resolved"]["strategy"]}};
   meta["optimizer"] = {{"name", config["optim"]["name"]}, {"steps", inner.steps()}};
-  meta["federation"] = agg ? nlohmann::json{{"outer", config["federation"]["outer_optimizer"]},
+  meta["federation"] = lane ? nlohmann::json{{"outer", config["federation"]["outer_optimizer"]},
                                             {"syncs", state.syncs},
                                             {"group_ids", state.group_ids},
                                             {"steps_since_sync", state.steps_since_sync},
-                                            {"round_in_flight", agg->round_units()},
+                                            {"round_in_flight", lane->round_units()},
                                             {"group_steps", state.group_steps},
                                             {"pending_rounds", state.pending_rounds}}
                            : nlohmann::json::object();
@@ -357,7 +357,7 @@ void publish(const fs::path& root, const fs::path& tmp, const std::string& name,
 
 void save_checkpoint(const std::string& run_dir, int keep, const TrainingState& state, const nlohmann::json& config,
                      const model::ModelConfig& model, comm::Topology& topo, parallel::ShardedModel& sharded,
-                     optim::Optimizer& inner, federation::Aggregator* agg, const Faults& faults) {
+                     optim::Optimizer& inner, federation::Lane* lane, const Faults& faults) {
   at::NoGradGuard no_grad;
   auto& world = topo.world();
   const int rank = topo.world_rank();
@@ -374,7 +374,7 @@ void save_checkpoint(const std::string& run_dir, int keep, const TrainingState& 
   uint64_t checksum = 0;
   if (!not_made) {
     try {
-      checksum = write_rank_file(tmp / rank_file_name(rank), state, sharded, inner, agg, faults);
+      checksum = write_rank_file(tmp / rank_file_name(rank), state, sharded, inner, lane, faults);
     } catch (const Error& e) {
       error = e.what();
     }
@@ -391,7 +391,7 @@ void save_checkpoint(const std::string& run_dir, int keep, const TrainingState& 
   // 4. Rank 0 publishes.
   if (first_failed < 0 && rank == 0) {
     try {
-      publish(root, tmp, name, keep, meta_json(state, config, model, topo.layout(), sharded, inner, agg, all));
+      publish(root, tmp, name, keep, meta_json(state, config, model, topo.layout(), sharded, inner, lane, all));
     } catch (const Error& e) {
       error = e.what();
       first_failed = 0;
@@ -477,10 +477,10 @@ void cut(const at::Tensor& old_full, int64_t numel, int64_t begin, at::Tensor ds
 // slice is the outer optimizer's, else the model's (the resume contract, train/resume_contract.h, refuses the
 // resumes where the model is not the global one); residuals stay zero.
 at::Tensor missing_state(const StateTensor& s, const SafetensorsFile& f, const comm::Topology& topo,
-                         parallel::FlatParam& flat, federation::Aggregator& agg) {
+                         parallel::FlatParam& flat, federation::Lane& lane, const std::string& inner_state) {
   const auto [a, b] = topo.layout().slice_range(flat.padded_numel(), topo.world_rank());
   const auto model_slice = [&, a = a, b = b] { return flat.shard().detach().narrow(0, a - flat.shard_offset(), b - a); };
-  const auto& outer = agg.outer().state()[s.unit];
+  const auto outer = lane.outer_state()[s.unit];
   // An outer optimizer the checkpoint did not have (FedAvg to Nesterov, which the resume contract allows where the
   // last global model is known): its global slice is that model, its momentum zero.
   if (s.is(StatePart::Outer, "global")) {
@@ -491,7 +491,7 @@ at::Tensor missing_state(const StateTensor& s, const SafetensorsFile& f, const c
   if (s.is(StatePart::Federation, "global")) return outer.count("global") ? outer.at("global") : model_slice();
   if (s.is(StatePart::Federation, "residual") || s.is(StatePart::Federation, "mean_residual")) return at::Tensor();
   // Checkpoints before round_scale was saved: only inner_state = average reads it.
-  if (s.is(StatePart::Federation, "round_scale") && agg.options().inner_state != "average") return at::Tensor();
+  if (s.is(StatePart::Federation, "round_scale") && inner_state != "average") return at::Tensor();
   throw Error(cat("checkpoint has a federation round in flight without its '", s.name, "' of unit ", s.unit));
 }
 
@@ -525,20 +525,22 @@ int first_rank_of(const CheckpointMeta& m, int group) {
 
 // The same layout: every rank restores exactly its own state from its own file.
 void restore_own_file(RankFiles& files, const CheckpointMeta& meta, comm::Topology& topo,
-                      parallel::ShardedModel& sharded, optim::Optimizer& inner, federation::Aggregator* agg,
+                      parallel::ShardedModel& sharded, optim::Optimizer& inner, federation::Lane* lane,
                       TrainingState& st) {
   const int rank = topo.world_rank();
   const auto& f = files.get(rank);
-  if (agg) agg->restore_round(meta.round_in_flight);
-  for (const auto& s : rank_state(sharded, inner, agg).tensors) {
+  if (lane) lane->restore_round(meta.round_in_flight);
+  for (const auto& s : rank_state(sharded, inner, lane).tensors) {
     const auto key = unit_key(s.unit, s.key());
     // The model and the inner optimizer's state are always there (f.tensor names the file and key if not).
     if (f.contains(key) || s.part == StatePart::Param || s.part == StatePart::Inner) {
-      set_state(s, f.tensor(key), agg);
+      set_state(s, f.tensor(key), lane);
       continue;
     }
-    const auto value = missing_state(s, f, topo, sharded.units()[s.unit]->flat(), *agg);
-    if (value.defined()) set_state(s, value, agg);
+    const auto* agg = dynamic_cast<federation::Aggregator*>(lane);
+    const auto value = missing_state(s, f, topo, sharded.units()[s.unit]->flat(), *lane,
+                                     agg ? agg->options().inner_state : "keep");
+    if (value.defined()) set_state(s, value, lane);
   }
   inner.set_slice_steps(saved_slice_steps(files, meta, rank, sharded.units().size()));
   // The default generator is shared process state: ATen hands out a const handle to it.
@@ -555,11 +557,12 @@ void restore_own_file(RankFiles& files, const CheckpointMeta& meta, comm::Topolo
 class Reslice {
  public:
   Reslice(RankFiles& files, const CheckpointMeta& meta, comm::Topology& topo, parallel::ShardedModel& sharded,
-          federation::Aggregator* agg, const std::vector<int>& continues)
-      : files_(files), m_(meta), topo_(topo), sharded_(sharded), agg_(agg), layout_(unit_layout(sharded.config())),
+          federation::Lane* lane, const std::vector<int>& continues)
+      : files_(files), m_(meta), topo_(topo), sharded_(sharded), lane_(lane),
+        agg_(dynamic_cast<federation::Aggregator*>(lane)), layout_(unit_layout(sharded.config())),
         own_(continues.empty() ? -1 : continues.at(topo.coords().group)), source_(std::max(own_, 0)),
         in_round_(meta.round_in_flight.begin(), meta.round_in_flight.end()),
-        inner_state_(agg ? agg->options().inner_state : meta.config.at("federation").value("inner_state", "keep")) {}
+        inner_state_(agg_ ? agg_->options().inner_state : meta.config.at("federation").value("inner_state", "keep")) {}
 
   int own() const { return own_; }
   int source() const { return source_; }
@@ -592,7 +595,7 @@ class Reslice {
       auto old = own_ < 0 ? at::Tensor()
                           : assemble(files_, m_, u, fed_key(in_round_.count(u) ? "round_global" : "global"), source_, true);
       if (old.defined()) return cut(old, u, begin, at::empty({end - begin}, old.options()));
-      const auto& outer = agg_->outer().state()[u];
+      const auto outer = lane_->outer_state()[u];
       return own_ >= 0 && outer.count("global") ? outer.at("global").clone() : my_slice(flat, begin, end);
     }
     if (own_ >= 0 && s.is(StatePart::Federation, "residual")) {
@@ -657,7 +660,8 @@ class Reslice {
   const CheckpointMeta& m_;
   comm::Topology& topo_;
   parallel::ShardedModel& sharded_;
-  federation::Aggregator* agg_;
+  federation::Lane* lane_;
+  federation::Aggregator* agg_;  // the in-job lane (a site resumes on its own layout only)
   std::vector<UnitLayout> layout_;
   int own_, source_;  // the checkpoint group this one continues (-1: a merge); whose outer state it takes
   std::set<size_t> in_round_;
@@ -667,7 +671,7 @@ class Reslice {
 }  // namespace
 
 TrainingState restore_checkpoint(const CheckpointMeta& meta, comm::Topology& topo, const std::string& strategy,
-                                 parallel::ShardedModel& sharded, optim::Optimizer& inner, federation::Aggregator* agg,
+                                 parallel::ShardedModel& sharded, optim::Optimizer& inner, federation::Lane* lane,
                                  const std::vector<int>& continues) {
   at::NoGradGuard no_grad;
   RankFiles files(meta);
@@ -677,15 +681,16 @@ TrainingState restore_checkpoint(const CheckpointMeta& meta, comm::Topology& top
   st.syncs = meta.syncs;
   inner.set_steps(meta.optimizer_steps);
   if (same_layout(meta, topo.layout(), strategy)) {
-    restore_own_file(files, meta, topo, sharded, inner, agg, st);
+    restore_own_file(files, meta, topo, sharded, inner, lane, st);
     return st;
   }
-  Reslice reslice(files, meta, topo, sharded, agg, continues);
-  if (agg) agg->restore_round({});
-  for (const auto& s : rank_state(sharded, inner, agg).tensors) {
+  FS_CHECK(!lane || dynamic_cast<federation::Aggregator*>(lane), "a site resumes on the layout of its checkpoint only");
+  Reslice reslice(files, meta, topo, sharded, lane, continues);
+  if (lane) lane->restore_round({});
+  for (const auto& s : rank_state(sharded, inner, lane).tensors) {
     const auto value = reslice.value(s);
     if (value.defined())
-      set_state(s, value, agg);
+      set_state(s, value, lane);
     else if (s.part != StatePart::Federation)
       s.tensor.zero_();
   }

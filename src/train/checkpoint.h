@@ -91,7 +91,7 @@ struct TrainingState {
 // `faults`: the robustness tests' plan (FaultPoint::Checkpoint strikes between a rank's file and the publication).
 void save_checkpoint(const std::string& run_dir, int keep, const TrainingState& state, const nlohmann::json& config,
                      const model::ModelConfig& model, comm::Topology& topo, parallel::ShardedModel& sharded,
-                     optim::Optimizer& inner, federation::Aggregator* agg, const Faults& faults = Faults::none());
+                     optim::Optimizer& inner, federation::Lane* lane, const Faults& faults = Faults::none());
 
 // Restores this rank's state. Same layout: its own file, exactly. Another layout: a federation round in
 // flight is applied first, to each checkpoint group's parameters by the delayed rule (global + own progress
@@ -104,7 +104,7 @@ void save_checkpoint(const std::string& run_dir, int keep, const TrainingState& 
 // weighted by their sizes, that model is the new global one (residuals zero, Nesterov's global slice too),
 // the outer momentum is group 0's, and the run goes on from the checkpoint's step.
 TrainingState restore_checkpoint(const CheckpointMeta& meta, comm::Topology& topo, const std::string& strategy,
-                                 parallel::ShardedModel& sharded, optim::Optimizer& inner, federation::Aggregator* agg,
+                                 parallel::ShardedModel& sharded, optim::Optimizer& inner, federation::Lane* lane,
                                  const std::vector<int>& continues = {});
 
 // The model config a checkpoint directory was written for (from its meta.json).

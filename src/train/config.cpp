@@ -11,6 +11,8 @@
 #include "federation/codec.h"
 #include "federation/schedule.h"
 #include "model/layers.h"
+#include "sites/site_config.h"
+#include "sites/site_options.h"
 #include "train/option_space.h"
 #include "train/step_profiler.h"
 #include "util/error.h"
@@ -144,6 +146,14 @@ const std::vector<Binding>& bindings() {
       key_binding("federation.eval_group_model", &TrainConfig::eval_group_model, "also evaluate group 0's local model before each aggregation"),
       key_binding("federation.audit", &TrainConfig::audit, "after every round each rank appends its part of a checksum of the global model to RUN/audit/rank-R.jsonl (summed over a group's ranks, equal in every group; tests/pairwise.py compares them); after a rejoin (federation.rejoin_after) each rank also appends its whole state's checksum, a replacement's equal to that of the rank it took its state from"),
       key_binding("federation.rejoin_after", &TrainConfig::rejoin_after, "in-job recovery (ULFM): after this many rounds without a lost group, the kept ranks start replacements for its ranks (MPI_Comm_spawn), which rejoin with the global model; 0 = a lost group stays out"),
+      key_binding("sites.name", &TrainConfig::site, "this job is a site of a federation across facilities: its name, which its certificate (sites.tls_cert) must carry as common name"),
+      key_binding("sites.server", &TrainConfig::server, "HOST:PORT of each shard of the round server (fedshard serve), in shard order, comma-separated; empty = not a site"),
+      key_binding("sites.tls_cert", &TrainConfig::tls_cert, "this site's certificate (PEM), signed by the federation's CA"),
+      key_binding("sites.tls_key", &TrainConfig::tls_key, "its private key (PEM)"),
+      key_binding("sites.tls_ca", &TrainConfig::tls_ca, "the federation's CA certificate (PEM): the round server's certificate must be signed by it"),
+      key_binding("sites.server_name", &TrainConfig::server_name, "the name the round server's certificate carries (default: each address's host)"),
+      key_binding("sites.patience", &TrainConfig::patience, "seconds a round server shard may be unreachable (restarting, a link down) before the site gives up"),
+      key_binding("sites.data", &TrainConfig::site_data, "I/N: read the training data as group I of N equal groups of one job would (data.partition over N groups); empty = the site reads it alone"),
       key_binding("network.node", &TrainConfig::link_node, "emulated link of the node tier: BANDWIDTH,LATENCY (e.g. 100Gbit/s,2us)"),
       key_binding("network.inter_node", &TrainConfig::link_inter_node, "emulated link between nodes of a group"),
       key_binding("network.inter_group", &TrainConfig::link_inter_group, "emulated link between federation groups"),
@@ -178,6 +188,28 @@ bool one_of(const std::string& v, std::initializer_list<const char*> options) {
   for (const char* o : options)
     if (v == o) return true;
   return false;
+}
+
+// sites.*: a site names its round server, itself and its TLS files; without a server none of them is read.
+void validate_sites(const TrainConfig& c) {
+  if (c.server.empty()) {
+    const std::pair<const char*, const std::string*> keys[] = {{"sites.name", &c.site}, {"sites.tls_cert", &c.tls_cert},
+                                                               {"sites.tls_key", &c.tls_key}, {"sites.tls_ca", &c.tls_ca},
+                                                               {"sites.server_name", &c.server_name},
+                                                               {"sites.data", &c.site_data}};
+    for (const auto& [key, value] : keys)
+      FS_CHECK(value->empty(), key, " = '", *value, "' is set but sites.server is not (a site names its round server)");
+    return;
+  }
+  FS_CHECK(sites::available(), "sites.server is set, but this fedshard was built without sites (gRPC C++ and ",
+           "OpenSSL's headers were not found: install libgrpc++-dev and libssl-dev, then build again)");
+  FS_CHECK(!c.site.empty(), "sites.server is set: name the site (sites.name, --site)");
+  sites::server_list(c.server);
+  for (const auto& [key, value] : {std::pair<const char*, const std::string*>{"sites.tls_cert", &c.tls_cert},
+                                   {"sites.tls_key", &c.tls_key}, {"sites.tls_ca", &c.tls_ca}})
+    FS_CHECK(!value->empty(), "sites.server is set: ", key, " is missing (every connection to the round server is mutual TLS)");
+  FS_CHECK(c.patience > 0, "sites.patience must be positive, got ", c.patience);
+  if (!c.site_data.empty()) sites::data_slot(c.site_data);
 }
 
 void validate(const TrainConfig& c) {
@@ -246,6 +278,7 @@ void validate(const TrainConfig& c) {
     if (!link->empty())
       FS_CHECK(!comm::parse_link_spec(*link).shared, "link '", *link, "': 'shared' is priced by fedshard plan only; ",
                "the link emulation holds each rank's collectives on a link of their own");
+  validate_sites(c);
   // The combinations of values that are refused (what needs no start-up fact): train/option_space.h.
   check_options(Combination(c));
 }

@@ -72,6 +72,13 @@ struct TrainConfig {
   bool eval_group_model = false;     // also evaluate group 0's local model before each aggregation
   bool audit = false;                // each rank writes its checksum of the global model after every round
   int64_t rejoin_after = 0;          // rounds after a lost group (in-job recovery) until it is restarted; 0: never
+  // [sites] across facilities (DESIGN.md "Sites"): this job is one site, its rounds through the round server
+  std::string site;         // sites.name: the site, as its certificate names it
+  std::string server;       // sites.server: HOST:PORT of each round server shard, in order (comma-separated); "" = none
+  std::string tls_cert, tls_key, tls_ca;  // sites.tls_*: PEM files (mutual TLS)
+  std::string server_name;  // sites.server_name: the name the server's certificate carries (default: each host)
+  double patience = 600;    // sites.patience: seconds a shard may be unreachable before the site gives up
+  std::string site_data;    // sites.data: "I/N": read the data as group I of N equal groups of one job would
   // [network] link emulation per tier: "BANDWIDTH,LATENCY" (e.g. "1Gbit/s,500us"); empty = real network
   std::string link_node;
   std::string link_inter_node;

@@ -32,7 +32,9 @@ Engine parallelize(const EngineSpec& spec) {
   for (auto& u : e.sharded->units())
     slices.push_back({u->flat().shard(), u->flat().grad(), decay_mask(u->flat(), spec.decay_norms_and_embeddings)});
   e.optimizer = optim::make_optimizer(spec.optimizer, std::move(slices));
-  if (spec.federation)
+  if (spec.site)
+    e.site = sites::make_site_lane(*e.sharded, *e.topo, *e.optimizer, *spec.federation, *spec.site);
+  else if (spec.federation)
     e.aggregator = std::make_unique<federation::Aggregator>(*e.sharded, *e.topo, *e.optimizer, *spec.federation);
   return e;
 }

@@ -103,6 +103,19 @@ class EnvironmentFaults : public Faults {
   int64_t prepare_kill_;
 };
 
+// A round server shard's planned death: at round `round`, at `point`.
+class ServeFaults : public Faults {
+ public:
+  ServeFaults(int64_t round, FaultPoint point) : round_(round), point_(point) {}
+  void at(FaultPoint point, int64_t round, const std::function<bool()>&) const override {
+    if (point == point_ && round == round_) std::raise(SIGKILL);
+  }
+
+ private:
+  int64_t round_;
+  FaultPoint point_;
+};
+
 }  // namespace
 
 std::unique_ptr<Faults> training_faults_from_environment() {
@@ -121,6 +134,22 @@ std::unique_ptr<Faults> prepare_faults_from_environment() {
   const int64_t after = std::strtoll(env, nullptr, 10);
   FS_CHECK(after > 0, "FEDSHARD_PREPARE_KILL must be a shard count above 0, got \"", env, "\"");
   return std::make_unique<EnvironmentFaults>(std::vector<PlannedFault>{}, after);
+}
+
+std::unique_ptr<Faults> serve_faults_from_environment() {
+  const char* env = std::getenv("FEDSHARD_SERVE_KILL");
+  if (env == nullptr || *env == '\0') return std::make_unique<Faults>();
+  const std::string spec = env;
+  const auto colon = spec.find(':');
+  const std::string point = colon == std::string::npos ? "" : spec.substr(colon + 1);
+  int64_t round = -1;
+  try {
+    round = std::stoll(spec.substr(0, colon));
+  } catch (const std::exception&) {
+  }
+  FS_CHECK(round >= 0 && (point == "prepare" || point == "commit"), "FEDSHARD_SERVE_KILL must be ROUND:prepare or ",
+           "ROUND:commit, got \"", spec, "\"");
+  return std::make_unique<ServeFaults>(round, point == "prepare" ? FaultPoint::RoundPrepare : FaultPoint::RoundCommit);
 }
 
 }  // namespace fedshard::train

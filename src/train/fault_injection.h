@@ -14,6 +14,9 @@
 // FEDSHARD_PREPARE_KILL=K: `fedshard prepare` kills itself (SIGKILL) after its K-th token shard is finished and
 // before progress.json says so, the worst moment for --resume.
 //
+// FEDSHARD_SERVE_KILL=ROUND:prepare|commit: `fedshard serve` kills itself (SIGKILL) when round ROUND's data has
+// arrived and it is about to prepare it, or when it has written the prepared round and is about to commit it.
+//
 // Unset in normal runs (then nothing is injected); a malformed value is an error, not ignored.
 #pragma once
 
@@ -23,9 +26,11 @@
 
 namespace fedshard::train {
 
-// FEDSHARD_FAULT's plan, for `fedshard train`; FEDSHARD_PREPARE_KILL's, for `fedshard prepare`. Each throws
+// FEDSHARD_FAULT's plan, for `fedshard train`; FEDSHARD_PREPARE_KILL's, for `fedshard prepare`; FEDSHARD_SERVE_KILL's,
+// for `fedshard serve`. Each throws
 // fedshard::Error on a malformed plan.
 std::unique_ptr<Faults> training_faults_from_environment();
 std::unique_ptr<Faults> prepare_faults_from_environment();
+std::unique_ptr<Faults> serve_faults_from_environment();
 
 }  // namespace fedshard::train

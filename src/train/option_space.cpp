@@ -29,8 +29,19 @@ std::string joined(const std::vector<std::string>& v, const std::string& sep) {
 const std::vector<std::string> kUnsharded = {"ddp", "fsdp", "hsdp"};
 
 std::string fl_only(const Combination& c) {
-  return cat("federation.overlap, compress, round and normalize apply to fl-* strategies only (strategy ",
-             c.cfg.strategy, " has no rounds)");
+  return cat("federation.overlap, compress, round and normalize apply to fl-* strategies and sites only (strategy ",
+             c.cfg.strategy, " has no rounds without sites.server)");
+}
+
+// A site's rounds go through the round server (DESIGN.md "Sites"): what it cannot do there.
+RefusalDecl site_refusal(std::string name, std::vector<Cond> all, std::string why, std::string says) {
+  RefusalDecl d;
+  d.name = std::move(name);
+  d.all = {{"sites.server", Op::IsNot, {""}}};
+  d.all.insert(d.all.end(), all.begin(), all.end());
+  d.why = why;
+  d.message = [says](const Combination& c) { return cat("sites.server = ", c.cfg.server, ": ", says); };
+  return d;
 }
 
 std::string held_groups(const Combination& c) {
@@ -125,6 +136,11 @@ const std::vector<OptionDecl>& declared_options() {
        "Not state: how the head's loss is computed"},
       {"model.matmul_dtype", "compute | float8", {"compute"}, R::Free, "yes",
        "Not state: the masters and the optimizer state stay in `model.dtype`"},
+      {"sites.server", "\"\" | HOST:PORT,... (a site: rounds through the round server's shards)", {""}, R::Layout,
+       "as the same site on the same layout only",
+       "A site's checkpoint holds its last global model and its round; resumed, the site goes on from it where the "
+       "federation has not moved on, else takes the server's global model. A checkpoint of a job that was not this "
+       "site is refused"},
   };
   return o;
 }
@@ -141,11 +157,38 @@ const std::vector<RefusalDecl>& declared_refusals() {
     for (const char* key : {"federation.overlap", "federation.compress", "federation.round", "federation.normalize"}) {
       RefusalDecl d;
       d.name = cat("fl-only:", key);
-      d.all = {{"parallel.strategy", Op::In, kUnsharded}, {key, Op::IsNot, {std::string(key) == "federation.round" ? "steps" : "none"}}};
+      d.all = {{"parallel.strategy", Op::In, kUnsharded}, {key, Op::IsNot, {std::string(key) == "federation.round" ? "steps" : "none"}},
+               {"sites.server", Op::Is, {""}}};
       d.why = "a strategy without federation has no rounds";
       d.message = fl_only;
       v.push_back(d);
     }
+    v.push_back(site_refusal("site-in-job-groups", {{"parallel.strategy", Op::NotIn, kUnsharded}},
+                             "a site is one federation group; in-job groups inside it are a second level not built yet",
+                             "a site trains as one group: use ddp, fsdp or hsdp inside it (in-job federation groups "
+                             "inside a site are not supported)"));
+    v.push_back(site_refusal("site-outer", {{"federation.outer_optimizer", Op::IsNot, {"fedavg"}}},
+                             "the round server applies the outer optimizer, once per round",
+                             "the round server applies the outer optimizer (fedshard serve --outer nesterov); the "
+                             "site's federation.outer_optimizer must stay fedavg"));
+    v.push_back(site_refusal("site-average", {{"federation.inner_state", Op::Is, {"average"}}},
+                             "the round server averages models, not optimizer state",
+                             "the round server averages models, not optimizer state: federation.inner_state = average "
+                             "is not supported (use keep or reset)"));
+    v.push_back(site_refusal("site-normalize", {{"federation.normalize", Op::Is, {"steps"}}},
+                             "the round server weighs sites by their tokens (FedNova's steps are not sent)",
+                             "the round server weighs sites by their tokens: federation.normalize = steps is not "
+                             "supported"));
+    v.push_back(site_refusal("site-streaming", {{"federation.overlap", Op::StartsWith, {"streaming:"}}},
+                             "a site's round carries the whole model",
+                             "a site's round carries the whole model: federation.overlap = streaming:F is not "
+                             "supported (none or delayed)"));
+    v.push_back(site_refusal("site-emulate", {{"parallel.emulate", Op::IsNot, {""}}},
+                             "a site is a real job of its own", "a site is a real job: parallel.emulate is not supported"));
+    v.push_back(site_refusal("site-rejoin", {{"federation.rejoin_after", Op::IsNot, {"0"}}},
+                             "in-job recovery regroups in-job groups; a site is one",
+                             "federation.rejoin_after applies to in-job groups; a lost site rejoins by starting its "
+                             "job again"));
     {
       RefusalDecl d;
       d.name = "streaming-timed";

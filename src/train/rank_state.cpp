@@ -79,27 +79,28 @@ StepCounts StepCounts::from_tensor(const at::Tensor& t) {
   return {p[0], std::vector<int64_t>(p + 1, p + c.numel())};
 }
 
-RankState rank_state(parallel::ShardedModel& sharded, optim::Optimizer& inner, federation::Aggregator* agg) {
+RankState rank_state(parallel::ShardedModel& sharded, optim::Optimizer& inner, federation::Lane* lane) {
   RankState out;
   out.counts = StepCounts::of(inner);
   const auto& units = sharded.units();
-  const auto fed = agg ? agg->state() : std::vector<std::map<std::string, at::Tensor>>{};
+  const auto outer = lane ? lane->outer_state() : std::vector<std::map<std::string, at::Tensor>>{};
+  const auto fed = lane ? lane->state() : std::vector<std::map<std::string, at::Tensor>>{};
   for (size_t u = 0; u < units.size(); ++u) {
     out.tensors.push_back({u, StatePart::Param, "", units[u]->flat().shard().detach()});
     for (auto& [k, t] : inner.state()[u]) out.tensors.push_back({u, StatePart::Inner, k, t});
-    if (!agg) continue;
-    for (auto& [k, t] : agg->outer().state()[u]) out.tensors.push_back({u, StatePart::Outer, k, t});
+    if (!lane) continue;
+    for (const auto& [k, t] : outer[u]) out.tensors.push_back({u, StatePart::Outer, k, t});
     for (const auto& [k, t] : fed[u]) out.tensors.push_back({u, StatePart::Federation, k, t});
   }
   return out;
 }
 
-RankState rank_state(Engine& e) { return rank_state(*e.sharded, *e.optimizer, e.aggregator.get()); }
+RankState rank_state(Engine& e) { return rank_state(*e.sharded, *e.optimizer, e.lane()); }
 
-void set_state(const StateTensor& s, const at::Tensor& value, federation::Aggregator* agg) {
+void set_state(const StateTensor& s, const at::Tensor& value, federation::Lane* lane) {
   at::NoGradGuard no_grad;
   s.tensor.copy_(value);
-  if (s.part == StatePart::Federation) agg->restore_state(s.unit, s.name, s.tensor);
+  if (s.part == StatePart::Federation) lane->restore_state(s.unit, s.name, s.tensor);
 }
 
 void hand_over(Engine& from, Engine& to) {
@@ -112,7 +113,7 @@ void hand_over(Engine& from, Engine& to) {
     const auto &s = src.tensors[i], &d = dst.tensors[i];
     FS_CHECK(d.tensor.sizes() == s.tensor.sizes(), "hand_over: ", d.key(), " of unit ", d.unit, " is ",
              s.tensor.sizes(), " here and ", d.tensor.sizes(), " in the new layout");
-    set_state(d, s.tensor, to.aggregator.get());
+    set_state(d, s.tensor, to.lane());
   }
   src.counts.apply_to(*to.optimizer);
 }
@@ -127,7 +128,7 @@ int64_t state_checksum(Engine& e) {
 
 int64_t send_state(Engine& from, MPI_Comm comm, int dest) {
   at::NoGradGuard no_grad;
-  FS_CHECK(!from.aggregator || !from.aggregator->in_flight(), "send_state: a federation round is in flight");
+  FS_CHECK(!from.lane() || !from.lane()->in_flight(), "send_state: a federation round is in flight");
   const auto state = rank_state(from);
   int64_t sent = send_tensor(state.counts.to_tensor(), comm, dest);
   for (const auto& s : state.tensors) sent += send_tensor(s.tensor, comm, dest);
@@ -143,7 +144,7 @@ int64_t receive_state(Engine& to, MPI_Comm comm, int source) {
   for (const auto& s : state.tensors) {
     auto value = at::empty(s.tensor.sizes(), s.tensor.options());
     received += receive_tensor(value, comm, source);
-    set_state(s, value, to.aggregator.get());
+    set_state(s, value, to.lane());
   }
   return received;
 }

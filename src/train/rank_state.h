@@ -1,8 +1,8 @@
 // One rank's training state, defined once (torchtitan's state_dict): checkpoints save and restore it, the
 // hand-over after a lost group copies it, a rejoin sends it, the held groups of an emulated layout swap it and
 // the audit sums it. Per unit, in order: its master shard (Param), its inner optimizer's state (Inner), and under
-// federation its outer optimizer's (Outer) and its aggregator's (Federation; those of a round in flight only once
-// it is settled); beside them the inner optimizer's step counts. A tensor's key, as checkpoints store it within its
+// federation its outer optimizer's (Outer) and its lane's (Federation: the in-job aggregator's or a site's; those of
+// a round in flight only once it is settled); beside them the inner optimizer's step counts. A tensor's key, as checkpoints store it within its
 // unit, is made here and read back here only.
 #pragma once
 
@@ -20,7 +20,7 @@ namespace fedshard::optim {
 class Optimizer;
 }
 namespace fedshard::federation {
-class Aggregator;
+class Lane;
 }
 
 namespace fedshard::train {
@@ -36,8 +36,8 @@ std::string state_key(StatePart part, const std::string& name = "");
 struct StateTensor {
   size_t unit = 0;
   StatePart part = StatePart::Param;
-  std::string name;   // within its part (the optimizer's or the aggregator's name); empty for Param
-  at::Tensor tensor;  // the live tensor; an aggregator's is a view that set_state writes back through
+  std::string name;   // within its part (the optimizer's or the lane's name); empty for Param
+  at::Tensor tensor;  // the live tensor; a lane's is a view that set_state writes back through
   std::string key() const { return state_key(part, name); }
   bool is(StatePart p, const std::string& n) const { return part == p && name == n; }
 };
@@ -58,10 +58,10 @@ struct RankState {
 };
 
 // This rank's state, the tensors live (writes through set_state change the engine).
-RankState rank_state(parallel::ShardedModel& sharded, optim::Optimizer& inner, federation::Aggregator* agg);
+RankState rank_state(parallel::ShardedModel& sharded, optim::Optimizer& inner, federation::Lane* lane);
 RankState rank_state(Engine& e);
-// Writes `value` into state tensor s (the aggregator's own state through Aggregator::restore_state).
-void set_state(const StateTensor& s, const at::Tensor& value, federation::Aggregator* agg);
+// Writes `value` into state tensor s (the lane's own state through Lane::restore_state).
+void set_state(const StateTensor& s, const at::Tensor& value, federation::Lane* lane);
 
 // Copies this rank's training state (tensors and step counts) from one engine into another whose rank holds the
 // same shards and slices: a group that goes on after other groups were lost keeps its geometry. Local; a round in

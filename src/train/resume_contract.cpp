@@ -36,6 +36,14 @@ bool holds_global(const CheckpointMeta& m) {
 }  // namespace
 
 void check_resume_contract(const CheckpointMeta& meta, const TrainConfig& cfg, Relayout relayout) {
+  // A site's checkpoint holds its own view of the federation (its last global model and round): only that site,
+  // on the same layout, goes on from it.
+  const auto site = saved(meta, "sites.name");
+  FS_CHECK(site == cfg.site, "checkpoint ", meta.dir, " was written ", site.empty() ? "by a job that was not a site" :
+           "by site " + site, "; this run is ", cfg.site.empty() ? "not a site" : "site " + cfg.site,
+           " (sites.name): a site resumes from its own checkpoints only");
+  FS_CHECK(site.empty() || relayout == Relayout::Same, "checkpoint ", meta.dir, " of site ", site, " was written on ",
+           "another layout (sites.server): a site resumes on the layout of its checkpoint only");
   const bool was_federated = meta.strategy.rfind("fl-", 0) == 0;
   const bool federated = cfg.strategy.rfind("fl-", 0) == 0;
   // A merge is a FedAvg round (restore_checkpoint): nothing of the checkpoint's rounds carries over.

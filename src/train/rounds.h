@@ -41,6 +41,10 @@ class Rounds {
   // whether it is the job's first rank (which reports what every rank refuses). Again after the engine is rebuilt.
   void attach(federation::Lane& lane, GroupStates* held, std::vector<int> group_ids, int group, bool first_rank);
 
+  // Before the first step, after the last: the lane takes the federation's global model, and leaves.
+  void start() { lane_->start(); }
+  void leave() { lane_->leave(); }
+
   const federation::Schedule& schedule() const { return schedule_; }
   bool timed() const { return schedule_.timed(); }
   int64_t syncs() const { return schedule_.syncs(); }

@@ -7,7 +7,10 @@
 
 #include "comm/link_emulation.h"
 #include "comm/mpi_runtime.h"
+#include "federation/codec.h"
 #include "model/layers.h"
+#include "sites/site_config.h"
+#include "util/error.h"
 
 namespace fedshard::train {
 
@@ -48,6 +51,24 @@ at::Device place_rank(const TrainSetup& s, int& threads) {
   return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(s.topology.device));  // choose_gpu's
 }
 
+sites::SiteOptions site_options(const TrainSetup& s) {
+  const auto& cfg = s.cfg;
+  const auto& m = s.model;
+  sites::SiteOptions o;
+  o.name = cfg.site;
+  o.servers = sites::server_list(cfg.server);
+  o.tls = {cfg.tls_cert, cfg.tls_key, cfg.tls_ca};
+  o.server_name = cfg.server_name;
+  o.patience = cfg.patience;
+  o.identity.model = cat(m.name, ": dim ", m.dim, ", ", m.n_layers, " layers, ", m.n_heads, " heads (", m.n_kv_heads,
+                         " kv), vocabulary ", m.vocab_size, ", ffn ", m.ffn_hidden_dim(), ", ",
+                         m.tie_embeddings ? "tied" : "untied", ", rope theta ", m.rope_theta, ", norm eps ", m.norm_eps);
+  o.identity.tokenizer = s.tokenizer_id;
+  o.identity.codec = cfg.compress;
+  o.identity.block = federation::blockwise_codec(cfg.compress) ? cfg.compress_block : 0;
+  return o;
+}
+
 EngineSpec engine_spec(const TrainSetup& s, MPI_Comm base, at::Device device) {
   const auto& cfg = s.cfg;
   EngineSpec e;
@@ -69,7 +90,7 @@ EngineSpec engine_spec(const TrainSetup& s, MPI_Comm base, at::Device device) {
   e.optimizer = {cfg.optimizer, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay, cfg.momentum,
                  use_fused_adamw(cfg)};
   e.decay_norms_and_embeddings = cfg.decay_norms_and_embeddings;
-  if (s.strategy.federated)
+  if (s.strategy.federated || !cfg.server.empty())
     e.federation = federation::FederationOptions{{cfg.outer_optimizer, cfg.outer_lr, cfg.outer_momentum},
                                                  cfg.inner_state,
                                                  e.sharding.reduce_dtype,
@@ -77,6 +98,7 @@ EngineSpec engine_spec(const TrainSetup& s, MPI_Comm base, at::Device device) {
                                                  cfg.compress_block,
                                                  cfg.overlap != "none",
                                                  cfg.normalize == "steps"};
+  if (!cfg.server.empty()) e.site = site_options(s);
   if (s.init_from)
     e.init = [hf = s.init_from](const model::ParamSlot& slot, int64_t begin, at::Tensor dst) {
       hf->read(slot.name, begin, dst);

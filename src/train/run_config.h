@@ -19,6 +19,9 @@ bool use_fused_adamw(const TrainConfig& cfg);
 // This rank's device, its intra-op threads set (train.threads, else the host's cores over its ranks) into `threads`.
 at::Device place_rank(const TrainSetup& s, int& threads);
 
+// A site's options (sites.*), and the federation identity it greets the round server with.
+sites::SiteOptions site_options(const TrainSetup& s);
+
 // The engine of this rank of `s`'s layout, whose ranks `base` numbers, on `device`.
 EngineSpec engine_spec(const TrainSetup& s, MPI_Comm base, at::Device device);
 

@@ -9,17 +9,21 @@
 #include "comm/rejoin.h"
 #include "comm/survivors.h"
 #include "data/manifest.h"
+#include "data/shard_file.h"
 #include "federation/schedule.h"
 #include "kernels/cross_entropy.h"
 #include "model/layers.h"
 #include "optim/optimizer.h"
 #include "parallel/slow_ranks.h"
+#include "sites/site_config.h"
+#include "sites/tls.h"
 #include "train/cadence.h"
 #include "train/option_space.h"
 #include "train/preflight.h"
 #include "train/resume_contract.h"
 #include "util/build_info.h"
 #include "util/error.h"
+#include "util/hex.h"
 
 namespace fedshard::train {
 
@@ -224,13 +228,24 @@ TrainSetup prepare_training(const TrainConfig& cfg, int world_size, int world_ra
            cfg.optimizer, ")");
   const auto manifest = data::Manifest::load(cfg.data_dir);
   s.tokenizer = absolute_tokenizer(manifest.tokenizer.spec);
+  s.tokenizer_id = cat(data::tokenizer_kind_name(manifest.tokenizer.kind), " vocabulary ", manifest.tokenizer.vocab_size,
+                       " fingerprint ", hex64(manifest.tokenizer.fingerprint));
   resolve_model(s, manifest, hf);
   check_float8_sizes(s);
   FS_CHECK(cfg.seq_len <= s.model.max_seq_len, "data.seq_len ", cfg.seq_len, " exceeds the max_seq_len ",
            s.model.max_seq_len, " of model ", s.model.name);
   s.train = std::make_shared<data::TokenDataset>(cfg.data_dir, "train", cfg.seq_len, s.model.vocab_size);
   s.val = std::make_shared<data::TokenDataset>(cfg.data_dir, "val", cfg.seq_len, s.model.vocab_size);
-  s.partition = data::partition_windows(*s.train, cfg.partition, s.emulation.virtual_layout.group_sizes(), cfg.seed);
+  if (cfg.site_data.empty()) {
+    s.partition = data::partition_windows(*s.train, cfg.partition, s.emulation.virtual_layout.group_sizes(), cfg.seed);
+  } else {
+    // A site reads as one of N equal groups of one job would: the partition over N groups of its size.
+    s.data_slot = sites::data_slot(cfg.site_data);
+    s.partition = data::partition_windows(*s.train, cfg.partition, std::vector<int>(s.data_slot->second, world_size),
+                                          cfg.seed);
+  }
+  // A site's TLS files are checked before anything connects (each rank reads them).
+  if (!cfg.server.empty()) sites::load_tls({cfg.tls_cert, cfg.tls_key, cfg.tls_ca});
   parallel::slow_factors(cfg.slow, s.layout);
   check_started_combination(s);
   if (world_rank == 0) ensure_writable_dir(cfg.out);

@@ -43,6 +43,8 @@ struct TrainSetup {
   std::shared_ptr<model::HfCheckpoint> init_from;  // checked HF directory, when initializing from one
   plan::MemoryEstimate memory;  // this rank's predicted peak (preflight)
   std::string tokenizer;        // the data's tokenizer spec, file paths absolute (checkpoints carry it)
+  std::string tokenizer_id;     // its kind, vocabulary and fingerprint: the same at every site of a federation
+  std::optional<std::pair<int, int>> data_slot;  // sites.data: this site reads as group I of N
   std::optional<JoinPlan> join;  // this process replaces a lost rank (comm/rejoin.h)
 };
 

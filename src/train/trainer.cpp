@@ -39,7 +39,7 @@ struct Trainer::StepResult {
 Trainer::Trainer(TrainSetup setup, const Faults& faults)
     : s_(std::move(setup)),
       faults_(faults),
-      cadence_(s_.cfg, s_.strategy.federated, !s_.emulation.active()),
+      cadence_(s_.cfg, s_.strategy.federated || !s_.cfg.server.empty(), !s_.emulation.active()),
       log_(s_.cfg),
       tokens_(cadence_.timed()),
       recovery_(s_, faults_, log_, *this) {
@@ -53,6 +53,8 @@ Trainer::Trainer(TrainSetup setup, const Faults& faults)
   deal_data();
   if (s_.join) join(*s_.join);
   if (s_.resume) resume(*s_.resume);
+  // A site takes the federation's global model (a resumed one goes on where the federation has not moved on).
+  if (rounds_) rounds_->start();
   stats_.count_lane_from(comm::Ledger::instance().snapshot());
   // A replacement takes the job's figure: measuring would keep every other rank waiting at the next step.
   compute_.peak_flops = cfg.peak_flops > 0 ? cfg.peak_flops
@@ -67,7 +69,7 @@ Trainer::Trainer(TrainSetup setup, const Faults& faults)
 
 void Trainer::make_rounds() {
   const auto& cfg = s_.cfg;
-  if (engine_.aggregator) {
+  if (engine_.lane()) {
     federation::Schedule schedule(cfg.sync_every, cadence_.steps(), tokens_.group_per_step(),
                                   federation::parse_overlap(cfg.overlap), engine_.sharded->units().size(),
                                   federation::parse_round_seconds(cfg.round, cfg.sync_every));
@@ -99,7 +101,7 @@ void Trainer::deal_data() {
   if (!rounds_) return;
   const auto& layout = engine_.topo->layout();
   if (layout.groups() > 1) notice_.emplace(layout, rank, recovery_.membership().base());
-  rounds_->attach(*engine_.aggregator, held_ ? &*held_ : nullptr, s_.group_ids, engine_.topo->coords().group,
+  rounds_->attach(*engine_.lane(), held_ ? &*held_ : nullptr, s_.group_ids, engine_.topo->coords().group,
                   rank == 0);
 }
 
@@ -107,7 +109,7 @@ void Trainer::resume(const CheckpointMeta& meta) {
   // Every group goes on from its own step (groups differ under time-based rounds and after a stop between
   // rounds), first holding the round it stopped at, if that one did not take place.
   const auto st = restore_checkpoint(meta, *engine_.topo, s_.strategy.name(), *engine_.sharded, *engine_.optimizer,
-                                     engine_.aggregator.get(), s_.continues);
+                                     engine_.lane(), s_.continues);
   tokens_.restart(st.step, st.tokens);
   log_.round_agreed(st.step, st.step);
   if (!rounds_) return;
@@ -388,7 +390,7 @@ void Trainer::save(const StepResult& r) {
   st.tokenizer = s_.tokenizer;
   if (rounds_) rounds_->record(r.round, st);
   save_checkpoint(s_.cfg.out, static_cast<int>(s_.cfg.checkpoint_keep), st, resolved_, s_.model, *engine_.topo,
-                  *engine_.sharded, *engine_.optimizer, engine_.aggregator.get(), faults_);
+                  *engine_.sharded, *engine_.optimizer, engine_.lane(), faults_);
 }
 
 void Trainer::evaluate_global(int64_t step) {
@@ -439,6 +441,8 @@ TrainSummary Trainer::run() {
       // Lost groups come back after a round, federation.rejoin_after rounds after they were lost.
       if (next == Next::Continue) recovery_.rejoin_if_due(step, compute_.peak_flops);
     }
+    // A site says it leaves (the round server no longer waits for it).
+    if (rounds_) rounds_->leave();
     if (next == Next::Stop) {
       TrainSummary stopped;
       stopped.steps = step;

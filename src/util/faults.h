@@ -13,8 +13,10 @@ namespace fedshard {
 // Where a planned fault may strike: after a step's backward (Step), in the middle of writing that step's
 // checkpoint (Checkpoint), before that step's evaluation of the global model (Eval), in the rejoin after that step
 // (Join), in the end-of-run summary (Summary), in a recovery after the engine was rebuilt over the kept groups
-// (Recovery), and when prepare has finished that many token shards (Shard).
-enum class FaultPoint { Step, Checkpoint, Eval, Join, Summary, Recovery, Shard };
+// (Recovery), when prepare has finished that many token shards (Shard), and in a round server shard when that
+// round's data has arrived and it is about to prepare the round (RoundPrepare) or has prepared it and is about to
+// commit it (RoundCommit).
+enum class FaultPoint { Step, Checkpoint, Eval, Join, Summary, Recovery, Shard, RoundPrepare, RoundCommit };
 
 class Faults {
  public:

@@ -1,0 +1,398 @@
+#include "sites/shard.h"
+
+#include <ATen/core/grad_mode.h>
+#include <grpcpp/support/status_code_enum.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "util/error.h"
+
+namespace fedshard::sites {
+
+namespace {
+
+constexpr int64_t kChunkElements = int64_t{1} << 20;  // the grid the encoded changes of the global model are cut in
+
+[[noreturn]] void refuse(grpc::StatusCode code, const std::string& message) { throw Refusal{code, message}; }
+
+// Ranges sorted and merged.
+std::vector<Range> merged(std::vector<Range> v) {
+  std::sort(v.begin(), v.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
+  std::vector<Range> out;
+  for (const auto& r : v) {
+    if (!out.empty() && r.begin <= out.back().end)
+      out.back().end = std::max(out.back().end, r.end);
+    else
+      out.push_back(r);
+  }
+  return out;
+}
+
+std::string names(const std::vector<SiteTokens>& sites) {
+  std::string out;
+  for (const auto& s : sites) out += (out.empty() ? "" : ", ") + s.site;
+  return "[" + out + "]";
+}
+
+}  // namespace
+
+struct Shard::Submission {
+  Payload payload = Payload::Model;
+  double tokens = 0;
+  at::Tensor values;  // over the shard's elements
+  std::vector<Range> covered;
+  bool complete(Range r) const { return covered.size() == 1 && covered.front() == r; }
+};
+
+Shard::Shard(ServeOptions opts, std::function<Decision(const Report&)> report, const Faults& faults)
+    : opts_(std::move(opts)), report_(std::move(report)), faults_(faults),
+      store_(opts_.state_dir, opts_.shard, opts_.shards) {
+  identity_ = store_.identity();
+  if (identity_) {
+    ranges_.emplace(std::vector<int64_t>{identity_->total});
+    if (identity_->codec != "none") codec_.emplace(identity_->codec, identity_->block);
+  }
+  if (const auto c = store_.committed()) {
+    FS_CHECK(identity_.has_value(), store_.dir(), ": a committed round without identity.json");
+    adopt(*c);
+  }
+  // A round this shard prepared before it stopped: committed when the coordinator says so, or dropped.
+  if (const auto p = store_.prepared(); p && p->round == committed_ + 1) {
+    ShardModel m;
+    m.global = p->global;
+    m.outer = federation::make_outer_optimizer(opts_.outer, {p->global});
+    for (auto& [name, t] : m.outer->state()[0]) t.copy_(p->outer.at(name));
+    m.down_residual = p->down_residual;
+    m.down_delta = p->down_delta;
+    prepared_ = std::move(m);
+    prepared_attempt_ = p->attempt;
+    attempt_ = p->attempt;
+  }
+}
+
+Shard::~Shard() { stop(); }
+
+Range Shard::range() const { return ranges_->shard(opts_.shard, opts_.shards); }
+
+void Shard::adopt(const ShardSnapshot& s) {
+  committed_ = s.round;
+  participants_ = s.participants;
+  model_.global = s.global;
+  model_.outer = federation::make_outer_optimizer(opts_.outer, {s.global});
+  for (auto& [name, t] : model_.outer->state()[0]) {
+    FS_CHECK(s.outer.count(name), store_.dir(), ": the committed round has no outer state '", name,
+             "' (another --outer than the one it was written with?)");
+    t.copy_(s.outer.at(name));
+  }
+  model_.down_residual = s.down_residual;
+  model_.down_delta = s.down_delta;
+}
+
+HelloReply Shard::hello(const Hello& h, const std::string& site) {
+  if (h.version != kProtocolVersion)
+    refuse(grpc::FAILED_PRECONDITION, cat("protocol version ", h.version, "; this server speaks ", kProtocolVersion));
+  if (h.site != site)
+    refuse(grpc::PERMISSION_DENIED, cat("the site calls itself '", h.site, "' but its certificate names '", site, "'"));
+  Identity theirs;
+  try {
+    theirs = Identity::from_json(nlohmann::json::parse(h.identity));
+  } catch (const std::exception& e) {
+    refuse(grpc::INVALID_ARGUMENT, cat("a malformed federation identity (", e.what(), ")"));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!identity_) {
+    store_.pin(theirs);
+    identity_ = theirs;
+    ranges_.emplace(std::vector<int64_t>{theirs.total});
+    if (theirs.codec != "none") codec_.emplace(theirs.codec, theirs.block);
+    std::fprintf(stderr, "fedshard serve: shard %d/%d: federation pinned by site %s: %s, tokenizer %s, deltas as %s; "
+                 "elements [%lld, %lld) of %lld\n", opts_.shard, opts_.shards, site.c_str(), theirs.model.c_str(),
+                 theirs.tokenizer.c_str(), theirs.codec.c_str(), static_cast<long long>(range().begin),
+                 static_cast<long long>(range().end), static_cast<long long>(theirs.total));
+  } else if (const auto why = identity_->differs(theirs); !why.empty()) {
+    refuse(grpc::FAILED_PRECONDITION, "another federation: " + why);
+  }
+  if (on_site) on_site(site, false);
+  HelloReply r;
+  r.shard = static_cast<uint32_t>(opts_.shard);
+  r.shards = static_cast<uint32_t>(opts_.shards);
+  r.begin = range().begin;
+  r.end = range().end;
+  r.total = identity_->total;
+  r.committed = committed_;
+  r.codec = identity_->codec;
+  return r;
+}
+
+void Shard::store_chunk(const Chunk& c, const SubmitHeader& h, at::Tensor& values, std::vector<Range>& covered) const {
+  try {
+    check_chunk(c);
+  } catch (const WireError& e) {
+    refuse(grpc::DATA_LOSS, e.what());
+  }
+  if (c.offset < h.begin || c.offset + c.count > h.end)
+    refuse(grpc::INVALID_ARGUMENT, cat("a chunk of elements [", c.offset, ", ", c.offset + c.count,
+                                       ") outside the submission's [", h.begin, ", ", h.end, ")"));
+  at::Tensor v;
+  if (h.payload == Payload::Model) {
+    if (static_cast<int64_t>(c.payload.size()) != c.count * 4)
+      refuse(grpc::INVALID_ARGUMENT, cat("a chunk of ", c.count, " float32 values in ", c.payload.size(), " bytes"));
+    v = at::empty({c.count}, at::kFloat);
+    std::memcpy(v.data_ptr(), c.payload.data(), c.payload.size());
+  } else {
+    if (static_cast<int64_t>(c.payload.size()) != encoded_size(*codec_, c.count))
+      refuse(grpc::INVALID_ARGUMENT, cat("a chunk of ", c.count, " elements encoded as ", identity_->codec, " in ",
+                                         c.payload.size(), " bytes, not ", encoded_size(*codec_, c.count)));
+    auto bytes = at::empty({static_cast<int64_t>(c.payload.size())}, at::kByte);
+    std::memcpy(bytes.data_ptr(), c.payload.data(), c.payload.size());
+    v = decode_blocks(*codec_, bytes, c.count);
+  }
+  if (!at::isfinite(v).all().item<bool>())
+    refuse(grpc::INVALID_ARGUMENT, cat("a chunk at element ", c.offset, " holds a NaN or an infinity"));
+  values.narrow(0, c.offset - h.begin, c.count).copy_(v);
+  covered.push_back({c.offset, c.offset + c.count});
+}
+
+SubmitReply Shard::submit(const SubmitHeader& h, const std::string& site, const std::function<bool(Chunk&)>& next) {
+  at::NoGradGuard no_grad;
+  if (h.site != site)
+    refuse(grpc::PERMISSION_DENIED, cat("a submission for site '", h.site, "' from site '", site, "'"));
+  int64_t open = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!identity_) refuse(grpc::FAILED_PRECONDITION, "a submission before the site's hello");
+    open = committed_ + 1;
+    // A shard started again may be a round behind the others until the coordinator tells it to commit: try again.
+    if (h.round == open + 1)
+      refuse(grpc::UNAVAILABLE, cat("this shard is at round ", open, ", catching up with round ", h.round));
+    if (h.round != open)
+      refuse(grpc::ABORTED, h.round < open ? cat("round ", h.round, " is closed (this shard committed round ",
+                                                 committed_, "); take its global model")
+                                           : cat("round ", h.round, " is not open (this shard is at round ", open, ")"));
+    const bool delta = h.round > 0 && codec_.has_value();
+    if ((h.payload == Payload::Delta) != delta)
+      refuse(grpc::INVALID_ARGUMENT, cat("round ", h.round, " takes ", delta ? "deltas encoded as " + identity_->codec
+                                                                               : std::string("float32 models")));
+    const auto mine = range();
+    if (h.begin < mine.begin || h.end > mine.end || h.end <= h.begin)
+      refuse(grpc::INVALID_ARGUMENT, cat("elements [", h.begin, ", ", h.end, ") are not within this shard's [",
+                                         mine.begin, ", ", mine.end, ")"));
+  }
+  // The stream is read outside the lock: a slow link holds no other site up.
+  at::Tensor values = at::zeros({h.end - h.begin}, at::kFloat);
+  std::vector<Range> covered;
+  Chunk c;
+  while (next(c)) store_chunk(c, h, values, covered);
+  covered = merged(std::move(covered));
+  if (covered.size() != 1 || !(covered.front() == Range{h.begin, h.end}))
+    refuse(grpc::DATA_LOSS, cat("the stream ended before elements [", h.begin, ", ", h.end, ") arrived"));
+
+  std::lock_guard<std::mutex> lock(mu_);
+  if (h.round != committed_ + 1 || (prepared_ && prepared_attempt_ == attempt_))
+    refuse(grpc::ABORTED, cat("round ", h.round, " closed while the submission arrived; take its global model"));
+  auto& s = round_[site];
+  if (!s) {
+    s = std::make_unique<Submission>();
+    s->values = at::zeros({range().size()}, at::kFloat);
+    s->payload = h.payload;
+  }
+  if (s->payload != h.payload) refuse(grpc::INVALID_ARGUMENT, "a site's ranks submitted models and deltas in one round");
+  s->values.narrow(0, h.begin - range().begin, h.end - h.begin).copy_(values);
+  s->tokens = h.tokens;
+  s->covered.push_back({h.begin, h.end});
+  s->covered = merged(std::move(s->covered));
+  if (on_site) on_site(site, false);
+  changed_.notify_all();
+  SubmitReply r;
+  r.accepted = true;
+  r.committed = committed_;
+  return r;
+}
+
+void Shard::fetch(const FetchRequest& r, const std::string& site, const std::function<bool()>& cancelled,
+                  const std::function<bool(const std::string&)>& write) {
+  if (r.site != site) refuse(grpc::PERMISSION_DENIED, cat("a fetch for site '", r.site, "' from site '", site, "'"));
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!identity_) refuse(grpc::FAILED_PRECONDITION, "a fetch before the site's hello");
+  if (r.round == committed_ + 2)
+    refuse(grpc::UNAVAILABLE, cat("this shard is at round ", committed_ + 1, ", catching up with round ", r.round));
+  if (r.round > committed_ + 2)
+    refuse(grpc::ABORTED, cat("round ", r.round, " is not open (this shard is at round ", committed_ + 1, ")"));
+  const auto mine = range();
+  if (r.begin < mine.begin || r.end > mine.end || r.end <= r.begin)
+    refuse(grpc::INVALID_ARGUMENT, cat("elements [", r.begin, ", ", r.end, ") are not within this shard's [",
+                                       mine.begin, ", ", mine.end, ")"));
+  while (committed_ < r.round) {
+    if (stopping_) refuse(grpc::UNAVAILABLE, "the round server is stopping");
+    if (cancelled()) refuse(grpc::CANCELLED, "the site went away");
+    changed_.wait_for(lock, std::chrono::milliseconds(100));
+  }
+  FetchHeader head;
+  head.round = committed_;
+  head.participants = static_cast<uint32_t>(participants_.size());
+  for (const auto& p : participants_) {
+    head.tokens += p.tokens;
+    head.included = head.included || (p.site == site && committed_ == r.round);
+  }
+  // The change from the round the site holds, where the codec's encoding of it is kept; else the model whole.
+  std::vector<Chunk> chunks;
+  if (codec_ && model_.down_delta.defined() && r.have == committed_ - 1) {
+    head.payload = Payload::Delta;
+    const int64_t chunk_bytes = encoded_size(*codec_, kChunkElements);
+    for (int64_t k = (r.begin - mine.begin) / kChunkElements; mine.begin + k * kChunkElements < r.end; ++k) {
+      const int64_t from = k * kChunkElements, count = std::min(kChunkElements, mine.size() - from);
+      const auto bytes = model_.down_delta.narrow(0, k * chunk_bytes, encoded_size(*codec_, count));
+      chunks.push_back(make_chunk(mine.begin + from, count,
+                                  std::string(static_cast<const char*>(bytes.data_ptr()), bytes.numel())));
+    }
+  } else {
+    head.payload = Payload::Model;
+    for (int64_t from = r.begin; from < r.end; from += kChunkElements) {
+      const int64_t count = std::min(kChunkElements, r.end - from);
+      const auto v = model_.global.narrow(0, from - mine.begin, count).contiguous();
+      chunks.push_back(make_chunk(from, count, std::string(static_cast<const char*>(v.data_ptr()), count * 4)));
+    }
+  }
+  lock.unlock();
+  if (!write(encode(head))) return;
+  for (const auto& c : chunks)
+    if (!write(encode(c))) return;
+}
+
+Ack Shard::leave(const Leave& l, const std::string& site) {
+  if (l.site != site) refuse(grpc::PERMISSION_DENIED, cat("a leave for site '", l.site, "' from site '", site, "'"));
+  if (on_site) on_site(site, true);
+  std::fprintf(stderr, "fedshard serve: shard %d/%d: site %s left\n", opts_.shard, opts_.shards, site.c_str());
+  return {};
+}
+
+Report Shard::report_locked() const {
+  Report r;
+  r.round = committed_ + 1;
+  r.attempt = attempt_;
+  r.shard = static_cast<uint32_t>(opts_.shard);
+  r.state = prepared_ && prepared_attempt_ == attempt_ ? ShardState::Prepared : ShardState::Collecting;
+  if (!ranges_) return r;
+  for (const auto& [site, s] : round_)
+    if (s->complete(range())) r.complete.push_back({site, s->tokens});
+  return r;
+}
+
+ShardSnapshot Shard::snapshot_of(const ShardModel& m, int64_t round, uint32_t attempt,
+                                 const std::vector<SiteTokens>& participants) const {
+  ShardSnapshot s;
+  s.round = round;
+  s.attempt = attempt;
+  s.participants = participants;
+  s.global = m.global;
+  s.down_residual = m.down_residual;
+  s.down_delta = m.down_delta;
+  for (const auto& [name, t] : m.outer->state()[0]) s.outer[name] = t;
+  return s;
+}
+
+void Shard::prepare_locked(const Decision& d) {
+  at::NoGradGuard no_grad;
+  std::vector<SiteData> sites;
+  Payload payload = Payload::Model;
+  for (const auto& p : d.participants) {
+    const auto it = round_.find(p.site);
+    if (it == round_.end() || !it->second->complete(range())) return;  // reported as missing below
+    sites.push_back({p.site, p.tokens, it->second->values});
+    payload = it->second->payload;
+  }
+  faults_.at(FaultPoint::RoundPrepare, d.round);
+  ShardModel next;
+  if (d.round == 0) {
+    apply_round(next, 0, payload, sites, codec_);
+    next.outer = federation::make_outer_optimizer(opts_.outer, {next.global});
+    if (codec_) next.down_residual = at::zeros_like(next.global);
+  } else {
+    next.global = model_.global.clone();
+    next.outer = federation::make_outer_optimizer(opts_.outer, {next.global});
+    for (auto& [name, t] : next.outer->state()[0]) t.copy_(model_.outer->state()[0].at(name));
+    if (codec_) next.down_residual = model_.down_residual.clone();
+    apply_round(next, d.round, payload, sites, codec_);
+  }
+  store_.prepare(snapshot_of(next, d.round, d.attempt, d.participants));
+  prepared_ = std::move(next);
+  prepared_attempt_ = d.attempt;
+}
+
+void Shard::commit_locked(const Decision& d) {
+  FS_CHECK(prepared_ && prepared_attempt_ == d.attempt, "shard ", opts_.shard, "/", opts_.shards,
+           ": told to commit round ", d.round, " (attempt ", d.attempt, "), which it has not prepared (its state "
+           "directory lost the prepared round?)");
+  faults_.at(FaultPoint::RoundCommit, d.round);
+  store_.commit_prepared();
+  model_ = std::move(*prepared_);
+  prepared_.reset();
+  committed_ = d.round;
+  participants_ = d.participants;
+  attempt_ = 0;
+  round_.clear();
+  double tokens = 0;
+  for (const auto& p : participants_) tokens += p.tokens;
+  std::fprintf(stderr, "fedshard serve: shard %d/%d: round %lld committed with sites %s (%.0f tokens)\n", opts_.shard,
+               opts_.shards, static_cast<long long>(d.round), names(participants_).c_str(), tokens);
+  changed_.notify_all();
+}
+
+void Shard::run() {
+  while (!stopping_) {
+    Report rep;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      rep = report_locked();
+    }
+    Decision d;
+    try {
+      d = report_(rep);
+    } catch (const std::exception& e) {
+      // The coordinator is away (restarting): ask again.
+      std::unique_lock<std::mutex> lock(mu_);
+      changed_.wait_for(lock, std::chrono::milliseconds(500));
+      continue;
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    switch (d.verdict) {
+      case Verdict::Wait:
+        changed_.wait_for(lock, std::chrono::milliseconds(50));
+        break;
+      case Verdict::Abort:
+        attempt_ = d.attempt;
+        prepared_.reset();
+        store_.drop_prepared();
+        break;
+      case Verdict::Prepare:
+        if (d.round != committed_ + 1) break;
+        attempt_ = d.attempt;
+        if (!prepared_ || prepared_attempt_ != d.attempt) prepare_locked(d);
+        if (!prepared_ || prepared_attempt_ != d.attempt) {
+          // A site of the decision is not complete here (this shard restarted and lost its data): say so at once.
+          Report missing = report_locked();
+          missing.state = ShardState::Missing;
+          lock.unlock();
+          try {
+            report_(missing);
+          } catch (const std::exception&) {
+          }
+        }
+        break;
+      case Verdict::Commit:
+        if (d.round == committed_ + 1) commit_locked(d);
+        break;
+    }
+  }
+}
+
+void Shard::stop() {
+  stopping_ = true;
+  changed_.notify_all();
+}
+
+}  // namespace fedshard::sites

@@ -1,0 +1,40 @@
+// Mutual TLS between sites and the round server (docs/sites.md, "Who is trusted"): every party holds a certificate
+// signed by the federation's CA and its key. The round server asks every peer for its certificate and checks it
+// itself (chain to the CA, validity period), so that each refusal is one line naming the reason on both sides; a
+// site checks the server's through gRPC's TLS against the same CA. A peer's name is its certificate's common name:
+// a site's is the site's name, the server's shards share one.
+#pragma once
+
+#include <string>
+
+namespace fedshard::sites {
+
+struct TlsFiles {
+  std::string cert, key, ca;  // PEM files: this party's certificate, its private key, the federation's CA
+};
+
+struct TlsMaterial {
+  std::string cert_pem, key_pem, ca_pem;
+  std::string name;  // this party's common name
+};
+
+// Reads the three files and checks them before anything connects: each parses, the key is the certificate's.
+// Whether the certificate chains to the CA and is valid now is the peer's to judge (the round server refuses a
+// site's in one line that reaches the site). Throws fedshard::Error naming the file and the problem.
+TlsMaterial load_tls(const TlsFiles& files);
+
+// Verifies a peer's certificate (PEM, as the TLS handshake presented it) against the CA. Returns its common name;
+// throws fedshard::Error saying why it is refused (another CA, expired, not yet valid, malformed, none).
+class PeerVerifier {
+ public:
+  explicit PeerVerifier(const std::string& ca_pem);
+  ~PeerVerifier();
+  PeerVerifier(const PeerVerifier&) = delete;
+  PeerVerifier& operator=(const PeerVerifier&) = delete;
+  std::string verify(const std::string& peer_pem) const;
+
+ private:
+  void* store_ = nullptr;  // X509_STORE
+};
+
+}  // namespace fedshard::sites

@@ -1,0 +1,227 @@
+#!/usr/bin/env bash
+# Sites across facilities (DESIGN.md "Sites", docs/sites.md): each site its own mpirun (fsdp on 2 ranks, `tiny`,
+# K = 4), the round server's shards their own `fedshard serve` processes, on loopback, every connection mutual TLS
+# with a CA and certificates this test makes with openssl. Checks:
+#  - 2 sites through 2 server shards equal the in-job fl-fsdp with 2 groups of 2: the global model after every round
+#    bit for bit (federation.audit's checksums), site A's step losses the in-job run's (its metrics carry group 0's);
+#  - a third site joins at round 2 or later and trains from the global model: after the rounds it takes part in,
+#    its global model is the others';
+#  - kill -9 of one site's rank in the middle of a round: the round closes at the deadline without that site, the
+#    other site goes on and its job ends 0;
+#  - a server shard killed (SIGKILL) as it is about to prepare a round, and shard 0 as it is about to commit one,
+#    each started again with its state directory: the sites go on without restarting and every round's global model
+#    is the uninterrupted run's;
+#  - a site whose certificate comes from another CA, has expired, or is missing (a real gRPC client without one) is
+#    refused with one line on the server and on the site; the round goes on with the others.
+# Usage: sites.sh FEDSHARD_BINARY
+set -u
+bin=$(realpath "$1")
+tmp=$(mktemp -d)
+servers=()
+stop_servers() {
+  for p in "${servers[@]}"; do kill -9 "$p" 2>/dev/null; done
+  servers=()
+}
+trap 'stop_servers; pkill -9 -f "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+venv=${FEDSHARD_VENV:-$(dirname "$here")/.venv}
+source "$here/train_helpers.sh"
+make_corpus
+cd "$tmp"
+
+# The federation's CA, the server's certificate (one for every shard, named "roundserver"), the sites'; another CA
+# and a site it signed; an expired certificate.
+certificate() {  # NAME CA [DAYS]
+  openssl req -newkey rsa:2048 -nodes -keyout "$1.key" -out "$1.csr" -subj "/CN=$1" 2>/dev/null
+  printf "subjectAltName=DNS:localhost,IP:127.0.0.1\n" >"$1.ext"
+  openssl x509 -req -in "$1.csr" -CA "$2.pem" -CAkey "$2.key" -CAcreateserial -out "$1.pem" -days "${3:-30}" \
+    -extfile "$1.ext" 2>/dev/null
+}
+openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 30 -subj "/CN=federation-ca" 2>/dev/null
+openssl req -x509 -newkey rsa:2048 -nodes -keyout other-ca.key -out other-ca.pem -days 30 -subj "/CN=other-ca" 2>/dev/null
+for n in roundserver site-a site-b site-c; do certificate $n ca; done
+certificate site-x other-ca
+certificate site-old ca -1
+[ -s roundserver.pem ] && [ -s site-old.pem ] || { echo "FAIL: openssl could not make the test's certificates"; exit 1; }
+
+common=(train --model tiny --data "$tmp/corpus" --seq-len 32 --batch-size 2 --threads 1 --eval-every 4
+        --set eval.windows=4 --sync-every 4 --seed 3 --set federation.audit=true)
+
+serve() {  # DIR I M [ARGS...]: a shard in the background; its port in DIR.port
+  local dir=$1 i=$2 m=$3
+  shift 3
+  rm -f "$dir.port"
+  "$bin" serve --shard "$i/$m" --state "$dir" --port-file "$dir.port" --tls-cert roundserver.pem \
+    --tls-key roundserver.key --tls-ca ca.pem "$@" >>"$dir.log" 2>&1 &
+  servers+=($!)
+  for _ in $(seq 300); do [ -s "$dir.port" ] && return 0; sleep 0.1; done
+  echo "FAIL: shard $i/$m did not start: $(tail -n 2 "$dir.log")"
+  exit 1
+}
+
+site() {  # NAME OUT STEPS [ARGS...]: a site's job in the background (pid in $site_pid)
+  local name=$1 out=$2 steps=$3
+  shift 3
+  timeout -k 5 300 "${mpi[@]}" ${FEDSHARD_FAULT:+-x FEDSHARD_FAULT} -np 2 $(rank_files "$out.ranks") "$bin" "${common[@]}" \
+    --strategy fsdp --steps "$steps" \
+    --site "$name" --tls-cert "$name.pem" --tls-key "$name.key" --tls-ca ca.pem --out "$out" "$@" >"$out.log" 2>&1 &
+  site_pid=$!
+}
+
+checksums() {  # RUN RANK: the global model's checksums after each round, as that rank audited them
+  $py -c "import json; print(' '.join(str(j['checksum']) for j in map(json.loads, open('$1/audit/rank-0000$2.jsonl')) if 'checksum' in j))"
+}
+
+losses() { $py -c "import json; print(' '.join(repr(j['loss']) for j in map(json.loads, open('$1/metrics.jsonl')) if j['type'] == 'step'))"; }
+
+# The in-job reference: fl-fsdp, 2 groups of 2.
+timeout -k 5 300 "${mpi[@]}" -np 4 "$bin" "${common[@]}" --strategy fl-fsdp --group-size 2 --steps 12 --out ref \
+  >ref.log 2>&1 || { echo "FAIL: the in-job reference run: $(tail -n 2 ref.log)"; exit 1; }
+
+# Two sites through two shards against the reference; `label`, then what to do while they run.
+two_sites() {  # LABEL DIR
+  local label=$1 dir=$2 a b
+  site site-a "$dir-a" 12 --server "$addresses" --set sites.data=0/2
+  a=$site_pid
+  site site-b "$dir-b" 12 --server "$addresses" --set sites.data=1/2
+  b=$site_pid
+  wait $a; local rc_a=$?
+  wait $b; local rc_b=$?
+  [ $rc_a -eq 0 ] && [ $rc_b -eq 0 ] || { fail "$label: site jobs ended $rc_a, $rc_b: $(tail -n 1 "$dir-a.log") | $(tail -n 1 "$dir-b.log")"; return 1; }
+  for r in 0 1; do
+    [ "$(checksums "$dir-a" $r)" = "$(checksums ref $r)" ] && [ "$(checksums "$dir-b" $r)" = "$(checksums ref $((r + 2)))" ] ||
+      { fail "$label: rank $r's global models differ from the in-job run's: $(checksums "$dir-a" $r) / $(checksums ref $r)"; return 1; }
+  done
+  [ "$(losses "$dir-a")" = "$(losses ref)" ] || { fail "$label: site A's losses are not group 0's of the in-job run"; return 1; }
+  return 0
+}
+
+# 1. Two sites, two shards: the in-job run's bits.
+mkdir -p equal
+serve equal/s0 0 2 --round-deadline 300
+serve equal/s1 1 2 --round-deadline 300 --coordinator "localhost:$(cat equal/s0.port)" --server-name localhost
+addresses="localhost:$(cat equal/s0.port),localhost:$(cat equal/s1.port)"
+two_sites "2 sites x 2 ranks through 2 shards" equal/run &&
+  ok "2 sites x 2 ranks through 2 shards: every round's global model and site A's losses are the in-job fl-fsdp 2x2's"
+stop_servers
+
+# 2. A third site joins at round 3: sites A and B train 8 steps (rounds 1 and 2) and end; the server is started
+# again with its state, to wait for three sites (--quorum 3); A and B go on from their checkpoints (a site resumed
+# where the federation has not moved on) and site C starts, taking the global model of round 2.
+mkdir -p join
+serve join/s0 0 1 --round-deadline 300
+addresses="localhost:$(cat join/s0.port)"
+site site-a join/a 8 --server "$addresses" --set sites.data=0/3
+pa=$site_pid
+site site-b join/b 8 --server "$addresses" --set sites.data=1/3
+pb=$site_pid
+wait $pa; ra=$?; wait $pb; rb=$?
+stop_servers
+serve join/s0 0 1 --round-deadline 300 --quorum 3 --port "$(cat join/s0.port)"
+site site-a join/a 20 --server "$addresses" --set sites.data=0/3 --resume auto
+pa=$site_pid
+site site-b join/b 20 --server "$addresses" --set sites.data=1/3 --resume auto
+pb=$site_pid
+site site-c join/c 12 --server "$addresses" --set sites.data=2/3
+pc=$site_pid
+wait $pa; ra=$((ra + $?)); wait $pb; rb=$((rb + $?)); wait $pc; rc=$?
+took=$(rank_output join/c.ranks | sed -n 's/.*site site-c: takes the federation.s global model of round \([0-9]*\).*/\1/p')
+c_sums=$(checksums join/c 0) a_sums=$(checksums join/a 0)
+if [ $ra -ne 0 ] || [ $rb -ne 0 ] || [ $rc -ne 0 ]; then
+  fail "a site joins: jobs ended $ra, $rb, $rc: $(tail -n 1 join/c.log)"
+elif [ "$took" != 2 ] || [ "$c_sums" != "$(echo "$a_sums" | cut -d' ' -f3-)" ] ||
+     [ "$(grep -c "committed with sites \[site-a, site-b, site-c\]" join/s0.log)" -ne 3 ]; then
+  fail "a site joins: it took round '$took'; its global models ($c_sums) are not those of A's rounds 3-5 ($a_sums)"
+else
+  ok "a third site joins at round 3, taking round 2's global model: the global models of rounds 3-5 are the same at every site"
+fi
+stop_servers
+
+# 3. kill -9 of site B's rank 1 as the step-8 round begins: the round closes at the deadline (15 s after site A's
+# data is complete) without site B.
+mkdir -p lost
+serve lost/s0 0 1 --round-deadline 15
+addresses="localhost:$(cat lost/s0.port)"
+site site-a lost/a 12 --server "$addresses" --set sites.data=0/2
+pa=$site_pid
+FEDSHARD_FAULT=kill:1:8 site site-b lost/b 12 --server "$addresses" --set sites.data=1/2
+pb=$site_pid
+wait $pa; ra=$?; wait $pb; rb=$?
+if [ $ra -ne 0 ] || [ $rb -eq 0 ]; then
+  fail "a site is killed: site A ended $ra, site B $rb: $(tail -n 1 lost/a.log)"
+elif ! grep -q "round 2 closes without site site-b" lost/s0.log || ! grep -q "round 3 committed with sites \[site-a\]" lost/s0.log ||
+     ! rank_output lost/a.ranks | grep -q "^final validation"; then
+  fail "a site is killed: the server did not close round 2 without it and go on: $(grep round lost/s0.log | tail -n 3)"
+else
+  ok "a site's rank killed in round 2: the round closed at the deadline without it, the other site finished (exit 0)"
+fi
+stop_servers
+
+# 4. A shard killed at a round's moments and started again with its state: the rounds go on, bit for bit.
+kill_and_restart() {  # LABEL SHARD ROUND POINT
+  local label=$1 k=$2 round=$3 point=$4 dir="restart-$2-$4" ports=() coord=() victim=""
+  mkdir -p "$dir"
+  for i in 0 1; do
+    [ "$i" = 1 ] && coord=(--coordinator "localhost:${ports[0]}" --server-name localhost)
+    if [ "$i" = "$k" ]; then
+      FEDSHARD_SERVE_KILL="$round:$point" serve "$dir/s$i" "$i" 2 --round-deadline 300 "${coord[@]}"
+      victim=${servers[-1]}
+    else
+      serve "$dir/s$i" "$i" 2 --round-deadline 300 "${coord[@]}"
+    fi
+    ports+=("$(cat "$dir/s$i.port")")
+  done
+  addresses="localhost:${ports[0]},localhost:${ports[1]}"
+  [ "$k" = 1 ] || coord=()
+  (  # the victim dies at its moment; it is started again on its port with its state directory
+    while kill -0 "$victim" 2>/dev/null; do sleep 0.1; done
+    exec "$bin" serve --shard "$k/2" --state "$dir/s$k" --port "${ports[$k]}" --tls-cert roundserver.pem \
+      --tls-key roundserver.key --tls-ca ca.pem --round-deadline 300 "${coord[@]}" >>"$dir/s$k.log" 2>&1
+  ) &
+  local restarter=$!
+  two_sites "$label" "$dir/run"
+  local rc=$?
+  kill -9 $restarter 2>/dev/null
+  stop_servers
+  [ $rc -eq 0 ] || return
+  [ "$(grep -c listening "$dir/s$k.log")" -eq 2 ] || { fail "$label: the shard was not started again"; return; }
+  ok "$label: the sites went on without restarting; every round's global model is the uninterrupted run's"
+}
+kill_and_restart "shard 1 of 2 killed as it is about to prepare round 2, started again" 1 2 prepare
+kill_and_restart "shard 0 of 2 (the coordinator) killed as it is about to commit round 1, started again" 0 1 commit
+
+# 5. Certificates: another CA's, an expired one, none (a real gRPC client); each refused in one line on both sides
+# while sites A and B finish their rounds together.
+mkdir -p tls
+serve tls/s0 0 1 --round-deadline 300
+addresses="localhost:$(cat tls/s0.port)"
+site site-a tls/a 12 --server "$addresses" --set sites.data=0/2
+pa=$site_pid
+site site-b tls/b 12 --server "$addresses" --set sites.data=1/2
+pb=$site_pid
+refused() {  # LABEL NAME CERT-FILES...: a site with these files must end with one line saying why
+  local label=$1 name=$2 out=tls/$2
+  timeout -k 5 120 "${mpi[@]}" -np 2 $(rank_files "$out.ranks") "$bin" "${common[@]}" --strategy fsdp --steps 4 \
+    --site "$name" --tls-cert "$3" --tls-key "$4" --tls-ca ca.pem --server "$addresses" --out "$out" >"$out.log" 2>&1
+  local rc=$? lines
+  lines=$(rank_output "$out.ranks" | grep -c "fedshard: error.*$5")
+  [ $rc -eq 2 ] && [ "$lines" -eq 1 ] || { fail "$label: exit $rc, $lines line(s): $(rank_output "$out.ranks" | grep error | head -n 2)"; return; }
+  grep -q "refused a hello from .*$5" tls/s0.log || { fail "$label: the server said nothing"; return; }
+  ok "$label: refused on both sides: '$(rank_output "$out.ranks" | grep -o "fedshard: error.*" | head -n 1 | cut -c1-160)'"
+}
+refused "a certificate from another CA" site-x site-x.pem site-x.key "not signed by the federation's CA"
+refused "an expired certificate" site-old site-old.pem site-old.key "has expired"
+if "$venv/bin/python3" "$here/sites_client.py" "localhost:$(cat tls/s0.port)" ca.pem >tls/nocert.log 2>&1 &&
+   grep -q "UNAUTHENTICATED: it presented no certificate" tls/nocert.log && grep -q "presented no certificate" tls/s0.log; then
+  ok "no certificate (a gRPC client without one): refused on both sides: $(tail -n 1 tls/nocert.log)"
+else
+  fail "no certificate: $(tail -n 2 tls/nocert.log)"
+fi
+wait $pa; ra=$?; wait $pb; rb=$?
+[ $ra -eq 0 ] && [ $rb -eq 0 ] && [ "$(grep -c 'committed with sites \[site-a, site-b\]' tls/s0.log)" -eq 3 ] &&
+  ok "the refused sites left the rounds alone: sites A and B took all 3 rounds together (exit 0)" ||
+  fail "the rounds beside the refused sites: $ra, $rb, $(grep -c committed tls/s0.log) rounds"
+stop_servers
+
+[ $fails -eq 0 ] && echo "every site case holds"
+exit $((fails > 0))
