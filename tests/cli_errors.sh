@@ -68,7 +68,7 @@ if ! "$bin" --version | grep -q "with ULFM"; then
   expect "rejoin without ULFM" "federation.rejoin_after = 1 needs a build against an MPI with ULFM" -- \
     "${train[@]}" --strategy fl-ddp --group-size 1 --set federation.rejoin_after=1
 fi
-expect "overlap without federation" "apply to fl-* strategies only" -- "${train[@]}" --strategy fsdp --overlap delayed
+expect "overlap without federation" "apply to fl-* strategies and sites only" -- "${train[@]}" --strategy fsdp --overlap delayed
 expect "unknown overlap" "federation.overlap must be none, delayed or streaming:F, got 'sideways'" -- \
   "${train[@]}" --strategy fl-ddp --overlap sideways
 # Found by fuzz_config: a count past int64 escaped as std::out_of_range ("stoll").
@@ -112,6 +112,42 @@ expect "plan: zero batch" "--batch" -- "$bin" plan --paper --batch 0
 expect "plan: unknown baseline" "--baseline" -- "$bin" plan --paper --baseline torchtitan
 expect "plan: check costs without the research baseline" "add --baseline research" -- \
   "$bin" plan --paper --check-latency-us 100
+# Sites (docs/sites.md): a site's and a round server's bad flags and files, each before any connection is made.
+if "$bin" --version | grep -q "sites: yes"; then
+  ( cd "$tmp" && openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj /CN=ca &&
+    for n in site-a other; do
+      openssl req -newkey rsa:2048 -nodes -keyout $n.key -out $n.csr -subj /CN=$n &&
+        openssl x509 -req -in $n.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out $n.pem -days 2 || exit 1
+    done ) >/dev/null 2>&1 || echo "FAIL: openssl could not make the certificates"
+  tls=(--tls-cert "$tmp/site-a.pem" --tls-key "$tmp/site-a.key" --tls-ca "$tmp/ca.pem")
+  site=("${train[@]}" --strategy fsdp --site site-a --server localhost:9)
+  expect "site: a server without a site name" "name the site (sites.name, --site)" -- \
+    "${train[@]}" --strategy fsdp --server localhost:9 "${tls[@]}"
+  expect "site: a site name without a server" "sites.name = 'site-a' is set but sites.server is not" -- \
+    "${train[@]}" --site site-a
+  expect "site: no certificate" "sites.tls_cert is missing" -- "${site[@]}" --tls-key "$tmp/site-a.key" --tls-ca "$tmp/ca.pem"
+  expect "site: a server without a port" "localhost" -- "${site[@]}" --server localhost "${tls[@]}"
+  expect "site: in-job groups inside a site" "in-job federation groups inside a site are not supported" -- \
+    "${site[@]}" "${tls[@]}" --strategy fl-fsdp --group-size 1
+  expect "site: a missing certificate file" "/nonexistent.pem" -- "${site[@]}" --tls-cert /nonexistent.pem \
+    --tls-key "$tmp/site-a.key" --tls-ca "$tmp/ca.pem"
+  expect "site: another certificate's key" "is not the key of the certificate" -- "${site[@]}" \
+    --tls-cert "$tmp/site-a.pem" --tls-key "$tmp/other.key" --tls-ca "$tmp/ca.pem"
+  expect "site: a CA file that is not one" "holds no PEM certificate" -- "${site[@]}" \
+    --tls-cert "$tmp/site-a.pem" --tls-key "$tmp/site-a.key" --tls-ca "$tmp/site-a.key"
+  expect "site: a data slot out of range" "sites.data must be I/N with 0 <= I < N" -- "${site[@]}" "${tls[@]}" \
+    --set sites.data=2/2
+  serve=("$bin" serve --state "$tmp/serve" --port 0 "${tls[@]}")
+  expect "serve: a shard outside M" "--shard must be I/M with 0 <= I < M" -- "${serve[@]}" --shard 2/2
+  expect "serve: shard 1 without its coordinator" "shards other than 0 report to shard 0" -- "${serve[@]}" --shard 1/2
+  expect "serve: no key" "--tls-key is required" -- "$bin" serve --state "$tmp/serve" --port 0 --tls-cert "$tmp/site-a.pem" --tls-ca "$tmp/ca.pem"
+  expect "serve: an unknown outer optimizer" "--outer" -- "${serve[@]}" --outer adam
+  expect "plan: site links without sites" "--site-link prices sites: add --sites" -- \
+    "$bin" plan --model tiny --vocab-size 300 --site-link 1Gbit/s,1ms
+  expect "plan: sites of 0 ranks" "--sites '4x0'" -- "$bin" plan --model tiny --vocab-size 300 --sites 4x0 --site-link 1Gbit/s,1ms
+  expect "plan: in-job groups inside sites" "each site trains as one group" -- \
+    "$bin" plan --model tiny --vocab-size 300 --sites 2x2 --site-link 1Gbit/s,1ms --strategy fl-fsdp
+fi
 expect "report: not a run dir" "no metrics.jsonl in $tmp" -- "$bin" report "$tmp" --out "$tmp/rep"
 expect "export: not a checkpoint" "neither a checkpoint, a run directory" -- "$bin" export "$tmp" --out "$tmp/exp"
 

@@ -161,6 +161,16 @@ row() {  # the table's option key: its cases
       # checkpoint holds.
       refused "matmul_dtype: float8 on the CPU" "$mid" "model.matmul_dtype = float8 " \
         --set model.matmul_dtype=float8 --set model.compute_dtype=bfloat16 ;;
+    sites.server)
+      # A site's own resume (the same site, the same layout) is tests/sites.sh's; here the refusal, before any
+      # server is reached.
+      openssl req -x509 -newkey rsa:2048 -nodes -keyout "$tmp/ca.key" -out "$tmp/ca.pem" -days 2 -subj /CN=ca 2>/dev/null
+      openssl req -newkey rsa:2048 -nodes -keyout "$tmp/s.key" -out "$tmp/s.csr" -subj /CN=site-a 2>/dev/null
+      openssl x509 -req -in "$tmp/s.csr" -CA "$tmp/ca.pem" -CAkey "$tmp/ca.key" -CAcreateserial -out "$tmp/s.pem" \
+        -days 2 2>/dev/null
+      refused "sites.server: an in-job fl-fsdp checkpoint resumed as a site" "$mid" "by a job that was not a site" \
+        --strategy fsdp --group-size 0 --site site-a --server localhost:9 --tls-cert "$tmp/s.pem" \
+        --tls-key "$tmp/s.key" --tls-ca "$tmp/ca.pem" ;;
     *) return 1 ;;
   esac
 }

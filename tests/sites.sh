@@ -19,7 +19,7 @@ bin=$(realpath "$1")
 tmp=$(mktemp -d)
 servers=()
 stop_servers() {
-  for p in "${servers[@]}"; do kill -9 "$p" 2>/dev/null; done
+  for p in "${servers[@]}"; do kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
   servers=()
 }
 trap 'stop_servers; pkill -9 -f "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
@@ -104,6 +104,23 @@ addresses="localhost:$(cat equal/s0.port),localhost:$(cat equal/s1.port)"
 two_sites "2 sites x 2 ranks through 2 shards" equal/run &&
   ok "2 sites x 2 ranks through 2 shards: every round's global model and site A's losses are the in-job fl-fsdp 2x2's"
 stop_servers
+# The plan's bytes per site and round (docs/cost-model.md section 10) against what the two shards counted arriving.
+vocab=$($py -c "import json; print(json.load(open('equal/run-a/config.json'))['resolved']['vocab_size'])")
+planned=$("$bin" plan --sites 2x2 --ranks-per-node 2 --model tiny --vocab-size "$vocab" --site-link 1Gbit/s,1ms --compute-seconds 0.1 \
+  --strategy fsdp:K=4 --json | $py -c "import json, sys; print(int(json.load(sys.stdin)['plans'][0]['up_bytes_per_site_round']))")
+counted=$($py -c "
+import json, collections
+b = collections.Counter()
+for s in ('s0', 's1'):
+    for j in map(json.loads, open(f'equal/{s}/rounds.jsonl')):
+        if j['round'] >= 1:
+            for site, a in j['arrivals'].items(): b[(j['round'], site)] += a['bytes']
+print(' '.join(sorted(set(str(v) for v in b.values()))), len(b))")
+if [ "$counted" = "$planned 6" ]; then
+  ok "the plan's bytes per site and round ($planned) are what the shards counted for each of 2 sites in 3 rounds"
+else
+  fail "the plan says $planned bytes per site and round; the shards counted (distinct values, rounds x sites): $counted"
+fi
 
 # 2. A third site joins at round 3: sites A and B train 8 steps (rounds 1 and 2) and end; the server is started
 # again with its state, to wait for three sites (--quorum 3); A and B go on from their checkpoints (a site resumed
@@ -182,6 +199,7 @@ kill_and_restart() {  # LABEL SHARD ROUND POINT
   two_sites "$label" "$dir/run"
   local rc=$?
   kill -9 $restarter 2>/dev/null
+  wait $restarter 2>/dev/null
   stop_servers
   [ $rc -eq 0 ] || return
   [ "$(grep -c listening "$dir/s$k.log")" -eq 2 ] || { fail "$label: the shard was not started again"; return; }

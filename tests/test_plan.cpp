@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "plan/cost_model.h"
+#include "plan/sites_plan.h"
 #include "util/error.h"
 
 using namespace fedshard;
@@ -291,4 +292,77 @@ TEST(MemoryModel, ShardingRecomputationAndSuggestions) {
   fl.round_copy = true;
   fl.residuals = true;
   EXPECT_DOUBLE_EQ(plan::estimate_memory(fl).bytes("federation"), 5.0 * fsdp.bytes("master") / 2);
+}
+
+// Sites through the round server (plan/sites_plan.h), against hand-computed values.
+TEST(PlanSites, RoundPhasesTakeTheSlowerOfTheSiteAndTheServerLink) {
+  auto w = one_unit(1'000'000, 4);
+  w.compute_seconds = 0.1;
+  plan::SitesSpec s;
+  s.site_ranks = {2, 2, 2, 2};
+  s.site_link = {2.5e6, 0.02};     // 20 Mbit/s, 20 ms one way
+  s.server_link = {125e6, 1e-4};   // 1 Gbit/s per shard
+  s.server_shards = 2;
+  auto inner = plan::parse_strategy_spec("fsdp", 8);
+  auto p = plan::plan_sites(box(1, 2), w, inner, s);
+  EXPECT_EQ(p.elements, 1'000'000);
+  EXPECT_DOUBLE_EQ(p.up_bytes, 4e6);
+  EXPECT_DOUBLE_EQ(p.server_in_bytes, 16e6);
+  // The site's link is the slower: 4 MB at 2.5 MB/s, plus a request and its answer across both links.
+  const double phase = 2 * (0.02 + 1e-4) + 4e6 / 2.5e6;
+  ASSERT_EQ(p.per_site.size(), 4u);
+  EXPECT_NEAR(p.per_site[0].round_s, 2 * phase, 1e-12);
+  EXPECT_NEAR(p.per_site[0].step_s, p.per_site[0].inner.step_seconds + 2 * phase / 8, 1e-12);
+  // One shard on a link every site's bytes share: 16 MB at 12.5 MB/s is the slower now.
+  s.site_link = {125e6, 0.02};
+  s.server_link = {12.5e6, 1e-4, true};
+  p = plan::plan_sites(box(1, 2), w, inner, s);
+  EXPECT_NEAR(p.per_site[0].upload_s, 2 * (0.02 + 1e-4) + 16e6 / 12.5e6, 1e-12);
+  // Delayed: the round hides behind the next K steps, what does not fit shows.
+  w.round_overlap = "delayed";
+  p = plan::plan_sites(box(1, 2), w, inner, s);
+  const double round = 2 * (2 * (0.02 + 1e-4) + 16e6 / 12.5e6);
+  EXPECT_NEAR(p.per_site[0].exposed_s, std::max(0.0, round - 8 * p.per_site[0].inner.step_seconds), 1e-12);
+}
+
+TEST(PlanSites, EncodedRoundsAndTheServersMemory) {
+  auto w = one_unit(1'000'000, 4);
+  w.compute_seconds = 0.1;
+  w.compress = "int8";
+  w.compress_block = 256;
+  plan::SitesSpec s;
+  s.site_ranks = {4, 2};
+  s.site_link = {2.5e6, 0.02};
+  s.server_link = {125e6, 1e-4};
+  s.server_shards = 4;
+  s.outer = "nesterov";
+  const auto p = plan::plan_sites(box(1, 2), w, plan::parse_strategy_spec("ddp", 4), s);
+  // int8: a byte per element and a float32 scale per block of 256 (1,000,192 elements in whole blocks).
+  const double encoded = 1'000'192 + 4.0 * 1'000'192 / 256;
+  EXPECT_DOUBLE_EQ(p.up_bytes, encoded);
+  EXPECT_DOUBLE_EQ(p.down_bytes, encoded);
+  // Per shard: 250,000 float32 elements, each site's submission and its buffer, the global model and the two
+  // tensors of Nesterov's state twice (committed, prepared), the residual twice, the encoded change twice.
+  const double slice = 4.0 * 250'000;
+  const double change = 250'112 + 4.0 * 250'112 / 256;
+  EXPECT_DOUBLE_EQ(p.server_memory_bytes, slice * (2 * 2 + 2 * 3) + 2 * slice + 2 * change);
+  // Sites of different sizes: both wait for the slower one's K steps; tokens by ranks.
+  ASSERT_EQ(p.per_site.size(), 2u);
+  EXPECT_DOUBLE_EQ(p.per_site[0].step_s, p.per_site[1].step_s);
+  EXPECT_NEAR(p.per_site[0].tokens_per_s, 2 * p.per_site[1].tokens_per_s, 1e-6);
+}
+
+TEST(PlanSites, RefusesWhatItCannotPrice) {
+  auto w = one_unit(1000, 4);
+  plan::SitesSpec s;
+  s.site_ranks = {2};
+  s.site_link = {1e6, 0.01};
+  s.server_link = {1e9, 0};
+  EXPECT_THROW(plan::plan_sites(box(1, 2), w, plan::parse_strategy_spec("fl-fsdp", 8), s), Error);
+  s.site_ranks = {3};
+  EXPECT_THROW(plan::plan_sites(box(1, 2), w, plan::parse_strategy_spec("fsdp", 8), s), Error);
+  EXPECT_EQ(plan::parse_sites_layout("4x2"), (std::vector<int>{2, 2, 2, 2}));
+  EXPECT_EQ(plan::parse_sites_layout("2,4"), (std::vector<int>{2, 4}));
+  EXPECT_THROW(plan::parse_sites_layout("2x"), Error);
+  EXPECT_THROW(plan::parse_sites_layout("a,2"), Error);
 }

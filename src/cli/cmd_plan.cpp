@@ -10,6 +10,7 @@
 #include "federation/codec.h"
 #include "federation/schedule.h"
 #include "plan/cost_model.h"
+#include "plan/sites_plan.h"
 #include "util/byte_size.h"
 #include "util/error.h"
 #include "util/int_list.h"
@@ -60,6 +61,8 @@ struct PlanArgs {
   std::string activation_checkpointing = "auto";
   std::string compress = "none", federation_overlap = "none", slow, round = "steps";
   int64_t compress_block = 256;
+  std::string sites, site_link, server_link = "10Gbit/s,0us", outer = "fedavg";
+  int server_shards = 1;
   bool json = false;
 };
 
@@ -122,6 +125,75 @@ void print_table(const plan::Cluster& c, const plan::Workload& w, const std::vec
     std::printf(" all ranks, data %.4g\n", gb(p.inter_group_data_bytes_per_round));
   }
   for (const auto& s : c.sources) std::printf("source: %s\n", s.c_str());
+}
+
+double mb(double bytes) { return bytes / 1e6; }
+
+void print_sites_table(const plan::Cluster& c, const plan::Workload& w, const std::vector<plan::SitesPlan>& plans) {
+  const auto& p0 = plans.front();
+  std::string layout;
+  for (int r : p0.sites.site_ranks) layout += (layout.empty() ? "" : ",") + std::to_string(r);
+  std::printf("model %s, %s elements on the round server; %zu sites of %s ranks (each a job of its own)\n",
+              w.params_override > 0 ? "(parameter count)" : w.model.name.c_str(),
+              model::with_commas(p0.elements).c_str(), p0.sites.site_ranks.size(), layout.c_str());
+  std::printf("per rank per step: %lld x %lld tokens; compute %s\n", static_cast<long long>(w.batch_per_rank),
+              static_cast<long long>(w.seq_len),
+              w.compute_seconds > 0 ? cat(w.compute_seconds, " s per step (measured)").c_str()
+                                    : cat("peak ", c.peak_flops_per_rank / 1e12, " TFLOP/s per rank at MFU ", c.mfu).c_str());
+  const auto link = [&](int tier) {
+    return c.links[tier].bandwidth_bytes_per_s > 0 ? comm::describe(c.links[tier]) : std::string("not given (free)");
+  };
+  std::printf("inside a site: link node %s; inter-node %s\n", link(0).c_str(), link(1).c_str());
+  std::printf("site link %s (each site's, both directions, shared by its ranks); server %d shard(s), %s %s\n",
+              comm::describe(p0.sites.site_link).c_str(), p0.sites.server_shards,
+              p0.sites.server_link.shared ? "one link shared:" : "each its own link:",
+              comm::describe(p0.sites.server_link).c_str());
+  std::printf("rounds every %d steps: compress %s, overlap %s; per site per round %.4g MB up, %.4g MB down; the server %.4g MB in, "
+              "%.4g MB out per round; memory per shard %.4g MB (outer %s)\n",
+              p0.inner.sync_every, w.compress.c_str(), w.round_overlap.c_str(), mb(p0.up_bytes), mb(p0.down_bytes), mb(p0.server_in_bytes),
+              mb(p0.server_out_bytes), mb(p0.server_memory_bytes), p0.sites.outer.c_str());
+  std::printf("\n%-16s %-6s %5s %9s %9s %10s %9s %9s %9s %12s\n", "strategy", "site", "ranks", "step s", "upload s",
+              "download s", "round s", "exposed s", "s/step", "tokens/s");
+  for (const auto& p : plans) {
+    const bool same = std::all_of(p.per_site.begin(), p.per_site.end(),
+                                  [&](const plan::SitePlan& s) { return s.ranks == p.per_site.front().ranks; });
+    for (size_t i = 0; i < (same ? 1 : p.per_site.size()); ++i) {
+      const auto& s = p.per_site[i];
+      std::printf("%-16s %-6s %5d %9.4g %9.4g %10.4g %9.4g %9.4g %9.4g %12.5g\n", p.inner.label().c_str(),
+                  same ? "each" : std::to_string(i).c_str(), s.ranks, s.inner.step_seconds, s.upload_s, s.download_s,
+                  s.round_s, s.exposed_s, s.step_s, same ? p.tokens_per_s : s.tokens_per_s);
+    }
+    if (!same) std::printf("%-16s %-6s %5s %9s %9s %10s %9s %9s %9s %12.5g\n", "", "all", "", "", "", "", "", "",
+                           "", p.tokens_per_s);
+  }
+  std::printf("\nstep s: the site's own step (its inner strategy on its ranks); s/step: paced by the slowest site, the "
+              "round's exposed part amortized over K; the server's compute is not priced (bench/sites.sh measures it)\n");
+}
+
+nlohmann::json sites_json(const plan::Workload& w, const std::vector<plan::SitesPlan>& plans) {
+  nlohmann::json j;
+  j["workload"] = {{"model", w.params_override > 0 ? "params" : w.model.name}, {"batch_per_rank", w.batch_per_rank},
+                   {"seq_len", w.seq_len}, {"compress", w.compress}, {"federation_overlap", w.round_overlap}};
+  for (const auto& p : plans) {
+    nlohmann::json e;
+    e["strategy"] = p.inner.label();
+    e["sync_every"] = p.inner.sync_every;
+    e["site_ranks"] = p.sites.site_ranks;
+    e["server_shards"] = p.sites.server_shards;
+    e["elements"] = p.elements;
+    e["up_bytes_per_site_round"] = p.up_bytes;
+    e["down_bytes_per_site_round"] = p.down_bytes;
+    e["server_in_bytes_per_round"] = p.server_in_bytes;
+    e["server_out_bytes_per_round"] = p.server_out_bytes;
+    e["server_memory_bytes_per_shard"] = p.server_memory_bytes;
+    e["tokens_per_s"] = p.tokens_per_s;
+    for (const auto& s : p.per_site)
+      e["sites"].push_back({{"ranks", s.ranks}, {"site_step_s", s.inner.step_seconds}, {"upload_s", s.upload_s},
+                            {"download_s", s.download_s}, {"round_s", s.round_s}, {"exposed_s", s.exposed_s},
+                            {"step_s", s.step_s}, {"tokens_per_s", s.tokens_per_s}});
+    j["plans"].push_back(e);
+  }
+  return j;
 }
 
 nlohmann::json to_json(const plan::Cluster& c, const plan::Workload& w, const std::vector<plan::StrategyPlan>& plans) {
@@ -276,6 +348,20 @@ std::pair<CLI::Option*, CLI::Option*> add_plan_options(CLI::App* sub, PlanArgs* 
                                    "--baseline research: rank 0's handling of one peer in the monitored barrier")
                        ->capture_default_str()
                        ->check(kNonNegative);
+  sub->add_option("--sites", a->sites,
+                  "sites as separate jobs through the round server (fedshard serve): SITESxRANKS (4x2) or "
+                  "RANKS,RANKS,...; each site runs --strategy (ddp, fsdp, hsdp) as one group, a round every K steps");
+  sub->add_option("--site-link", a->site_link,
+                  "--sites: each site's uplink, BANDWIDTH,LATENCY (one way), shared by its ranks, e.g. 20Mbit/s,20ms");
+  sub->add_option("--server-link", a->server_link,
+                  "--sites: each server shard's link, BANDWIDTH,LATENCY[,shared] (shared: the M shards share one)")
+      ->capture_default_str();
+  sub->add_option("--server-shards", a->server_shards, "--sites: the round server's shards (M of --shard i/M)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--outer", a->outer, "--sites: the server's outer optimizer, fedavg | nesterov (its memory)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"fedavg", "nesterov"}));
   sub->add_flag("--json", a->json, "print JSON instead of the table");
   return {latency, per_peer};
 }
@@ -365,6 +451,32 @@ std::vector<plan::StrategySpec> specs_of(const PlanArgs& a, const plan::Cluster&
   return specs;
 }
 
+int run_sites(const PlanArgs& a, const plan::Cluster& cluster, const plan::Workload& w) {
+  FS_CHECK(!a.paper && a.nodes == 0, "--sites: a site's nodes follow from --sites and --ranks-per-node (no --nodes, "
+           "no --paper)");
+  FS_CHECK(a.group_size == 0 && a.groups.empty(), "--sites: each site is one group (no --group-size, no --groups)");
+  FS_CHECK(!a.site_link.empty(), "--sites needs --site-link BANDWIDTH,LATENCY (each site's uplink)");
+  plan::SitesSpec sites;
+  sites.site_ranks = plan::parse_sites_layout(a.sites);
+  sites.site_link = comm::parse_link_spec(a.site_link);
+  FS_CHECK(!sites.site_link.shared, "--site-link is the site's own uplink, already shared by its ranks: drop ',shared'");
+  sites.server_link = comm::parse_link_spec(a.server_link);
+  sites.server_shards = a.server_shards;
+  sites.outer = a.outer;
+  std::vector<plan::SitesPlan> plans;
+  const std::vector<std::string> names = a.strategies.empty() ? std::vector<std::string>{"fsdp"} : a.strategies;
+  for (const auto& name : names) {
+    auto spec = plan::parse_strategy_spec(name, a.sync_every);
+    if (spec.shard_size == 0 && spec.strategy.inner == parallel::InnerSharding::Hsdp) spec.shard_size = a.shard_size;
+    plans.push_back(plan::plan_sites(cluster, w, spec, sites));
+  }
+  if (a.json)
+    std::cout << sites_json(w, plans).dump(2) << std::endl;
+  else
+    print_sites_table(cluster, w, plans);
+  return 0;
+}
+
 }  // namespace
 
 Command add_plan(CLI::App& app) {
@@ -372,11 +484,14 @@ Command add_plan(CLI::App& app) {
   Command c;
   c.app = app.add_subcommand("plan", "Predict bytes, time and throughput per strategy with the alpha-beta cost model");
   const auto [latency, per_peer] = add_plan_options(c.app, a.get());
-  c.run = [a, latency = latency, per_peer = per_peer] {
+  c.run = [a, app = c.app, latency = latency, per_peer = per_peer] {
     FS_CHECK(a->baseline == "research" || (latency->count() == 0 && per_peer->count() == 0),
              "--check-latency-us and --check-per-peer-us price --baseline research's checks; add --baseline research");
     const auto cluster = cluster_of(*a);
     const auto w = workload_of(*a);
+    if (!a->sites.empty()) return run_sites(*a, cluster, w);
+    for (const char* name : {"--site-link", "--server-link", "--server-shards", "--outer"})
+      FS_CHECK(app->get_option(name)->count() == 0, name, " prices sites: add --sites");
     const auto plans = plan::plan_all(cluster, w, specs_of(*a, cluster));
     if (a->json)
       std::cout << to_json(cluster, w, plans).dump(2) << std::endl;

@@ -9,13 +9,14 @@
 #include <cstring>
 #include <filesystem>
 
+#include "sites/round_log.h"
 #include "util/error.h"
 
 namespace fedshard::sites {
 
 namespace {
 
-constexpr int64_t kChunkElements = int64_t{1} << 20;  // the grid the encoded changes of the global model are cut in
+constexpr int64_t kChunkElements = 1 << 20;  // the grid the encoded changes of the global model are cut in
 
 [[noreturn]] void refuse(grpc::StatusCode code, const std::string& message) { throw Refusal{code, message}; }
 
@@ -45,6 +46,7 @@ struct Shard::Submission {
   double tokens = 0;
   at::Tensor values;  // over the shard's elements
   std::vector<Range> covered;
+  Arrival arrival;
   bool complete(Range r) const { return covered.size() == 1 && covered.front() == r; }
 };
 
@@ -183,10 +185,15 @@ SubmitReply Shard::submit(const SubmitHeader& h, const std::string& site, const 
                                          mine.begin, ", ", mine.end, ")"));
   }
   // The stream is read outside the lock: a slow link holds no other site up.
+  const double arrived = wall_seconds();
+  int64_t bytes = 0;
   at::Tensor values = at::zeros({h.end - h.begin}, at::kFloat);
   std::vector<Range> covered;
   Chunk c;
-  while (next(c)) store_chunk(c, h, values, covered);
+  while (next(c)) {
+    store_chunk(c, h, values, covered);
+    bytes += static_cast<int64_t>(c.payload.size());
+  }
   covered = merged(std::move(covered));
   if (covered.size() != 1 || !(covered.front() == Range{h.begin, h.end}))
     refuse(grpc::DATA_LOSS, cat("the stream ended before elements [", h.begin, ", ", h.end, ") arrived"));
@@ -203,6 +210,10 @@ SubmitReply Shard::submit(const SubmitHeader& h, const std::string& site, const 
   if (s->payload != h.payload) refuse(grpc::INVALID_ARGUMENT, "a site's ranks submitted models and deltas in one round");
   s->values.narrow(0, h.begin - range().begin, h.end - h.begin).copy_(values);
   s->tokens = h.tokens;
+  auto& a = s->arrival;
+  a.first_s = a.bytes == 0 ? arrived : std::min(a.first_s, arrived);
+  a.last_s = std::max(a.last_s, wall_seconds());
+  a.bytes += bytes;
   s->covered.push_back({h.begin, h.end});
   s->covered = merged(std::move(s->covered));
   if (on_site) on_site(site, false);
@@ -333,6 +344,9 @@ void Shard::commit_locked(const Decision& d) {
   prepared_.reset();
   committed_ = d.round;
   participants_ = d.participants;
+  std::map<std::string, Arrival> arrivals;
+  for (const auto& [site, sub] : round_) arrivals[site] = sub->arrival;
+  append_round_log(store_.dir(), d.round, d.attempt, participants_, arrivals);
   attempt_ = 0;
   round_.clear();
   double tokens = 0;

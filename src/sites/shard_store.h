@@ -5,6 +5,7 @@
 //                                optimizer's state, the encoded rounds' residual and last change; round and
 //                                participants in its metadata
 //   DIR/prepared.safetensors     a round computed and not yet committed (sites/coordinator.h's two phases)
+//   DIR/rounds.jsonl             a log, not state: what the shard measured of each committed round (sites/round_log.h)
 #pragma once
 
 #include <ATen/ATen.h>

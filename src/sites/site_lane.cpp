@@ -17,7 +17,7 @@ namespace fedshard::sites {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr int64_t kSendChunk = int64_t{1} << 20;  // elements per submitted chunk (4 MiB of float32)
+constexpr int64_t kSendChunk = 1 << 20;  // elements per submitted chunk (4 MiB of float32)
 
 std::string host_of(const std::string& address) { return address.substr(0, address.rfind(':')); }
 

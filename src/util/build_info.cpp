@@ -2,6 +2,10 @@
 
 #include <mpi.h>
 #include <torch/version.h>
+
+#ifdef FEDSHARD_SITES
+#include <grpcpp/grpcpp.h>
+#endif
 #ifdef FEDSHARD_MPI_ULFM
 #include <mpi-ext.h>
 #endif
@@ -93,6 +97,19 @@ int visible_gpus() {
 #endif
 }
 
+namespace {
+
+// Sites across facilities (src/sites/): whether this build has the round server and a site's lane.
+std::string sites_description() {
+#ifdef FEDSHARD_SITES
+  return cat("; sites: yes (gRPC ", grpc::Version(), ")");
+#else
+  return "; sites: no (built without gRPC C++ or OpenSSL)";
+#endif
+}
+
+}  // namespace
+
 std::string build_description() {
 #ifdef FEDSHARD_CUDA
   int runtime = 0;
@@ -104,10 +121,10 @@ std::string build_description() {
   return cat("LibTorch ", TORCH_VERSION, " with CUDA ", CUDART_VERSION / 1000, ".", CUDART_VERSION % 1000 / 10,
              " (runtime ", runtime / 1000, ".", runtime % 1000 / 10, "), NCCL ", nccl / 10000, ".", nccl % 10000 / 100,
              ".", nccl % 100, "; MPI: ", mpi_library(), "; GPUs visible: ",
-             gpus > 0 ? std::to_string(gpus) : "none (" + why + ")");
+             gpus > 0 ? std::to_string(gpus) : "none (" + why + ")", sites_description());
 #else
   return cat("LibTorch ", TORCH_VERSION, ", CPU only (built without CUDA: model.device = cuda is not available)",
-             "; MPI: ", mpi_library());
+             "; MPI: ", mpi_library(), sites_description());
 #endif
 }
 

@@ -11,6 +11,8 @@
 #     a direct resume of group 0 from the same checkpoint).
 #  4. Time limit: a job given one minute is signalled by Slurm before its limit (--signal=B:USR1@45),
 #     checkpoints, is requeued and finishes on a next allocation.
+#  5. Two sites of a federation across facilities as two sbatch jobs (scripts/fedshard-site.sbatch) against a round
+#     server on this host: both finish with the same global model.
 # Steps are held by FEDSHARD_FAULT stalls where a signal or kill must land, so nothing depends on the machine's
 # speed. Exit 77 (skipped) with one line where Slurm cannot run here (not root, not installed).
 # Usage: slurm.sh FEDSHARD_BINARY
@@ -206,6 +208,45 @@ if [ "$state" = COMPLETED ] && [ -n "$stops" ] && [ "$stops" != unresumed ] && [
 else
   fail "time limit: job $id $state, preempted after step(s) '${stops}', restarts '${restarts}'"
   job_tail "$name"
+fi
+
+# 5. Two sites of a federation as two sbatch jobs (scripts/fedshard-site.sbatch, 2 tasks each) against a round
+# server on this host: both finish with the same global model (federation.audit's checksums after every round).
+if "$bin" --version | grep -q "sites: yes"; then
+  (
+    cd "$tmp" || exit 1
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 30 -subj "/CN=slurm-test-ca" 2>/dev/null
+    for n in roundserver site-a site-b; do
+      openssl req -newkey rsa:2048 -nodes -keyout $n.key -out $n.csr -subj "/CN=$n" 2>/dev/null
+      printf "subjectAltName=DNS:localhost,IP:127.0.0.1\n" >$n.ext
+      openssl x509 -req -in $n.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out $n.pem -days 30 -extfile $n.ext 2>/dev/null
+    done
+  )
+  "$bin" serve --shard 0/1 --state "$tmp/rounds" --port-file "$tmp/rounds.port" --tls-cert "$tmp/roundserver.pem" \
+    --tls-key "$tmp/roundserver.key" --tls-ca "$tmp/ca.pem" --round-deadline 300 >"$tmp/rounds.log" 2>&1 &
+  server=$!
+  wait_for "$tmp/rounds.port" "" || true
+  site_ids=()
+  for s in a b; do
+    site_ids+=("$(sbatch --parsable --chdir "$root" --nodes=1 --ntasks=2 --ntasks-per-node=2 --cpus-per-task=1 \
+      --output "$tmp/site-$s.out" scripts/fedshard-site.sbatch --model tiny --data "$tmp/corpus" --seq-len 32 \
+      --batch-size 2 --threads 1 --eval-every 0 --set eval.windows=4 --steps 8 --strategy fsdp --sync-every 2 \
+      --set federation.audit=true --site site-$s --server "localhost:$(cat "$tmp/rounds.port")" \
+      --tls-cert "$tmp/site-$s.pem" --tls-key "$tmp/site-$s.key" --tls-ca "$tmp/ca.pem" --out "$tmp/site-$s")")
+  done
+  states="$(wait_job "${site_ids[0]}") $(wait_job "${site_ids[1]}")"
+  kill -9 $server 2>/dev/null
+  wait $server 2>/dev/null
+  sums() { $py -c "import json; print(' '.join(str(j['checksum']) for j in map(json.loads, open('$1/audit/rank-00000.jsonl'))))" 2>/dev/null; }
+  if [ "$states" = "COMPLETED COMPLETED" ] && [ -n "$(sums "$tmp/site-a")" ] && [ "$(sums "$tmp/site-a")" = "$(sums "$tmp/site-b")" ] &&
+     [ "$(grep -c 'committed with sites \[site-a, site-b\]' "$tmp/rounds.log")" -eq 4 ]; then
+    ok "two sites as two sbatch jobs (scripts/fedshard-site.sbatch) through the round server: $states, the same global model after all 4 rounds"
+  else
+    fail "two sites as sbatch jobs: $states; global models '$(sums "$tmp/site-a")' and '$(sums "$tmp/site-b")'"
+    job_tail site-a
+  fi
+else
+  echo "skip two sites as sbatch jobs: this build has no sites"
 fi
 
 if [ "$fails" -ne 0 ]; then
