@@ -2,6 +2,8 @@
 // of a federation across facilities (DESIGN.md "Sites", docs/sites.md). Shard 0 also decides the rounds; the others
 // report to it (--coordinator). Runs until SIGINT or SIGTERM; killed at any moment and started again with the same
 // --state, it goes on from its last committed round.
+#include <malloc.h>
+
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -89,6 +91,11 @@ int run_serve(const ServeArgs& a) {
   opts.outer = {a.outer, a.outer_lr, a.outer_momentum};
   opts.quorum = a.quorum;
   opts.deadline = a.deadline;
+
+  // A shard's buffers are large (chunks of 4 MiB, slices, submissions) and come and go on many threads: mapped
+  // and given back when freed. glibc's default raises its mmap threshold at the first such free and keeps them in
+  // per-thread arenas instead: 2.6x the peak memory, measured (docs/results.md section 9.3).
+  mallopt(M_MMAP_THRESHOLD, 128 * 1024);
 
   // SIGINT and SIGTERM end the server: waited for below, not delivered to gRPC's threads.
   sigset_t stop;

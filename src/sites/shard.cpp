@@ -139,23 +139,22 @@ void Shard::store_chunk(const Chunk& c, const SubmitHeader& h, at::Tensor& value
   if (c.offset < h.begin || c.offset + c.count > h.end)
     refuse(grpc::INVALID_ARGUMENT, cat("a chunk of elements [", c.offset, ", ", c.offset + c.count,
                                        ") outside the submission's [", h.begin, ", ", h.end, ")"));
-  at::Tensor v;
+  // Straight into the stream's buffer: a chunk is up to 4 MiB, and a shard takes many streams at once.
+  auto dst = values.narrow(0, c.offset - h.begin, c.count);
   if (h.payload == Payload::Model) {
     if (static_cast<int64_t>(c.payload.size()) != c.count * 4)
       refuse(grpc::INVALID_ARGUMENT, cat("a chunk of ", c.count, " float32 values in ", c.payload.size(), " bytes"));
-    v = at::empty({c.count}, at::kFloat);
-    std::memcpy(v.data_ptr(), c.payload.data(), c.payload.size());
+    std::memcpy(dst.data_ptr(), c.payload.data(), c.payload.size());
   } else {
     if (static_cast<int64_t>(c.payload.size()) != encoded_size(*codec_, c.count))
       refuse(grpc::INVALID_ARGUMENT, cat("a chunk of ", c.count, " elements encoded as ", identity_->codec, " in ",
                                          c.payload.size(), " bytes, not ", encoded_size(*codec_, c.count)));
-    auto bytes = at::empty({static_cast<int64_t>(c.payload.size())}, at::kByte);
-    std::memcpy(bytes.data_ptr(), c.payload.data(), c.payload.size());
-    v = decode_blocks(*codec_, bytes, c.count);
+    const auto bytes = at::from_blob(const_cast<char*>(c.payload.data()), {static_cast<int64_t>(c.payload.size())},
+                                     at::kByte);
+    dst.copy_(decode_blocks(*codec_, bytes, c.count));
   }
-  if (!at::isfinite(v).all().item<bool>())
+  if (!at::isfinite(dst).all().item<bool>())
     refuse(grpc::INVALID_ARGUMENT, cat("a chunk at element ", c.offset, " holds a NaN or an infinity"));
-  values.narrow(0, c.offset - h.begin, c.count).copy_(v);
   covered.push_back({c.offset, c.offset + c.count});
 }
 
@@ -249,29 +248,31 @@ void Shard::fetch(const FetchRequest& r, const std::string& site, const std::fun
     head.tokens += p.tokens;
     head.included = head.included || (p.site == site && committed_ == r.round);
   }
-  // The change from the round the site holds, where the codec's encoding of it is kept; else the model whole.
-  std::vector<Chunk> chunks;
-  if (codec_ && model_.down_delta.defined() && r.have == committed_ - 1) {
-    head.payload = Payload::Delta;
+  // The change from the round the site holds, where the codec's encoding of it is kept; else the model whole. A
+  // committed round's tensors are never changed (the next round makes new ones), so the chunks are cut from them
+  // as they are written, outside the lock, and no fetch holds a copy of its range.
+  const bool delta = codec_ && model_.down_delta.defined() && r.have == committed_ - 1;
+  head.payload = delta ? Payload::Delta : Payload::Model;
+  const at::Tensor source = delta ? model_.down_delta : model_.global;
+  lock.unlock();
+  if (!write(encode(head))) return;
+  if (delta) {
     const int64_t chunk_bytes = encoded_size(*codec_, kChunkElements);
     for (int64_t k = (r.begin - mine.begin) / kChunkElements; mine.begin + k * kChunkElements < r.end; ++k) {
       const int64_t from = k * kChunkElements, count = std::min(kChunkElements, mine.size() - from);
-      const auto bytes = model_.down_delta.narrow(0, k * chunk_bytes, encoded_size(*codec_, count));
-      chunks.push_back(make_chunk(mine.begin + from, count,
-                                  std::string(static_cast<const char*>(bytes.data_ptr()), bytes.numel())));
+      const auto bytes = source.narrow(0, k * chunk_bytes, encoded_size(*codec_, count));
+      if (!write(encode(make_chunk(mine.begin + from, count,
+                                   std::string(static_cast<const char*>(bytes.data_ptr()), bytes.numel())))))
+        return;
     }
-  } else {
-    head.payload = Payload::Model;
-    for (int64_t from = r.begin; from < r.end; from += kChunkElements) {
-      const int64_t count = std::min(kChunkElements, r.end - from);
-      const auto v = model_.global.narrow(0, from - mine.begin, count).contiguous();
-      chunks.push_back(make_chunk(from, count, std::string(static_cast<const char*>(v.data_ptr()), count * 4)));
-    }
+    return;
   }
-  lock.unlock();
-  if (!write(encode(head))) return;
-  for (const auto& c : chunks)
-    if (!write(encode(c))) return;
+  for (int64_t from = r.begin; from < r.end; from += kChunkElements) {
+    const int64_t count = std::min(kChunkElements, r.end - from);
+    const auto v = source.narrow(0, from - mine.begin, count).contiguous();
+    if (!write(encode(make_chunk(from, count, std::string(static_cast<const char*>(v.data_ptr()), count * 4)))))
+      return;
+  }
 }
 
 Ack Shard::leave(const Leave& l, const std::string& site) {
