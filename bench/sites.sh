@@ -17,6 +17,7 @@
 #            the clock, site 0's step lines' time_s.total summed), beside `fedshard plan --sites`'s prediction.
 # Usage: bench/sites.sh [BUILD_DIR] [goodput|quality|all]   (root; after make build and make demo's data)
 #   env: MBITS ("20 50"), DELAYS ("20 50"), DELAY_QUALITY ("20 0"), SERVER_MBIT (1000), STEPS (200),
+#        SHARDS (the goodput runs' M values; default "1 2 4" at the first rate and delay, "1 4" at the others),
 #        OUT (docs/results/sites)
 set -euo pipefail
 build=$(cd "${1:-build}" && pwd)
@@ -154,8 +155,8 @@ goodput() {
       wan_up "$mbit" "$delay"
       rtt=$(rtt_ms)
       echo "== goodput: $mbit Mbit/s, $delay ms one way (RTT $rtt ms by TCP connect)" >&2
-      local ms="1 4"
-      [ "$mbit" = "$first_mbit" ] && [ "$delay" = "$first_delay" ] && ms="1 2 4"
+      local ms=${SHARDS:-1 4}
+      [ -z "${SHARDS:-}" ] && [ "$mbit" = "$first_mbit" ] && [ "$delay" = "$first_delay" ] && ms="1 2 4"
       for m in $ms; do
         run=$out/goodput-${mbit}mbit-${delay}ms-m$m
         rm -rf "$run"

@@ -271,6 +271,24 @@ nlohmann::json to_json(const plan::Cluster& c, const plan::Workload& w, const st
   return j;
 }
 
+// `fedshard plan --sites`'s flags (plan/sites_plan.h).
+void add_sites_options(CLI::App* sub, PlanArgs* a) {
+  sub->add_option("--sites", a->sites,
+                  "sites as separate jobs through the round server (fedshard serve): SITESxRANKS (4x2) or "
+                  "RANKS,RANKS,...; each site runs --strategy (ddp, fsdp, hsdp) as one group, a round every K steps");
+  sub->add_option("--site-link", a->site_link,
+                  "--sites: each site's uplink, BANDWIDTH,LATENCY (one way), shared by its ranks, e.g. 20Mbit/s,20ms");
+  sub->add_option("--server-link", a->server_link,
+                  "--sites: each server shard's link, BANDWIDTH,LATENCY[,shared] (shared: the M shards share one)")
+      ->capture_default_str();
+  sub->add_option("--server-shards", a->server_shards, "--sites: the round server's shards (M of --shard i/M)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--outer", a->outer, "--sites: the server's outer optimizer, fedavg | nesterov (its memory)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"fedavg", "nesterov"}));
+}
+
 // The flags of `fedshard plan`; returns the two that price --baseline research's checks (refused without it).
 std::pair<CLI::Option*, CLI::Option*> add_plan_options(CLI::App* sub, PlanArgs* a) {
   sub->add_flag("--paper", a->paper,
@@ -348,20 +366,7 @@ std::pair<CLI::Option*, CLI::Option*> add_plan_options(CLI::App* sub, PlanArgs* 
                                    "--baseline research: rank 0's handling of one peer in the monitored barrier")
                        ->capture_default_str()
                        ->check(kNonNegative);
-  sub->add_option("--sites", a->sites,
-                  "sites as separate jobs through the round server (fedshard serve): SITESxRANKS (4x2) or "
-                  "RANKS,RANKS,...; each site runs --strategy (ddp, fsdp, hsdp) as one group, a round every K steps");
-  sub->add_option("--site-link", a->site_link,
-                  "--sites: each site's uplink, BANDWIDTH,LATENCY (one way), shared by its ranks, e.g. 20Mbit/s,20ms");
-  sub->add_option("--server-link", a->server_link,
-                  "--sites: each server shard's link, BANDWIDTH,LATENCY[,shared] (shared: the M shards share one)")
-      ->capture_default_str();
-  sub->add_option("--server-shards", a->server_shards, "--sites: the round server's shards (M of --shard i/M)")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  sub->add_option("--outer", a->outer, "--sites: the server's outer optimizer, fedavg | nesterov (its memory)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"fedavg", "nesterov"}));
+  add_sites_options(sub, a);
   sub->add_flag("--json", a->json, "print JSON instead of the table");
   return {latency, per_peer};
 }

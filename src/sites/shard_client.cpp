@@ -97,8 +97,13 @@ SubmitReply ShardClient::submit(const SubmitHeader& h, const std::vector<Chunk>&
     const RpcMethod m(kSubmitMethod, RpcMethod::CLIENT_STREAMING, channel_);
     std::unique_ptr<grpc::ClientWriter<ByteBuffer>> w(
         grpc::internal::ClientWriterFactory<ByteBuffer>::Create(channel_.get(), m, &ctx, &out));
-    bool open = w->Write(to_buffer(encode(h)));
-    for (size_t i = 0; open && i < chunks.size(); ++i) open = w->Write(to_buffer(encode(chunks[i])));
+    const auto put = [&](const std::string& message) {
+      if (!w->Write(to_buffer(message))) return false;
+      submitted_ += static_cast<int64_t>(message.size());
+      return true;
+    };
+    bool open = put(encode(h));
+    for (size_t i = 0; open && i < chunks.size(); ++i) open = put(encode(chunks[i]));
     w->WritesDone();
     return w->Finish();
   });

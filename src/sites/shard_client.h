@@ -7,6 +7,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,6 +46,8 @@ class ShardClient {
   void leave(const Leave& l);
   // Once, without retries (the shard's driver asks again).
   Decision report(const Report& r);
+  // Bytes of the submissions' messages gRPC took so far (a stream cut off counts what it took).
+  int64_t submitted_bytes() const { return submitted_.load(); }
 
  private:
   // Runs `call` (a fresh context each try) until it returns a status that is not a failure to reach the shard.
@@ -56,6 +59,7 @@ class ShardClient {
   std::string address_;
   std::shared_ptr<grpc::Channel> channel_;
   double patience_;
+  std::atomic<int64_t> submitted_{0};
 };
 
 }  // namespace fedshard::sites

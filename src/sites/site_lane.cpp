@@ -9,6 +9,7 @@
 #include <limits>
 #include <thread>
 
+#include "comm/ledger.h"
 #include "sites/round_math.h"
 #include "util/error.h"
 
@@ -308,72 +309,83 @@ federation::Agreement SiteLane::begin(const std::vector<size_t>& units, double w
   return a;
 }
 
+void SiteLane::submit_to(Round& r, int shard, const std::vector<size_t>& pieces) {
+  for (size_t k : pieces) {
+    try {
+      client(shard).submit(r.submissions[k].first, r.submissions[k].second);
+    } catch (const RoundMoved&) {
+      // The round closed without this site (or moved on): its result is fetched all the same.
+    }
+  }
+}
+
+void SiteLane::fetch_from(Round& r, int shard, const std::vector<size_t>& pieces) {
+  for (size_t k : pieces) {
+    const auto& head = r.submissions[k].first;
+    FetchRequest req;
+    req.round = r.number;
+    req.have = global_round_;
+    req.site = site_.name;
+    req.rank = head.rank;
+    req.begin = head.begin;
+    req.end = head.end;
+    try {
+      r.fetched[k] = client(shard).fetch(req);
+    } catch (const RoundMoved& m) {
+      throw Error(cat("the round server at ", client(shard).address(), " refused a fetch of round ", r.number, ": ",
+                      m.message));
+    }
+  }
+}
+
+void SiteLane::until_through(Round& r, int shard, const std::vector<size_t>& pieces, Step step) {
+  auto& c = client(shard);
+  const auto deadline = Clock::now() + std::chrono::duration<double>(c.patience());
+  for (double backoff = 0.2;; backoff = std::min(backoff * 2, 5.0)) {
+    try {
+      (this->*step)(r, shard, pieces);
+      return;
+    } catch (const Disconnected& d) {
+      if (Clock::now() > deadline)
+        throw Error(cat("the round server at ", c.address(), " did not answer for ", c.patience(), " s (", d.message,
+                        ")"));
+      std::this_thread::sleep_for(std::chrono::duration<double>(backoff));
+    }
+    try {
+      submit_to(r, shard, pieces);
+    } catch (const Disconnected&) {
+      // Still away: the next try waits longer.
+    }
+  }
+}
+
+int64_t SiteLane::submitted_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& c : clients_)
+    if (c) bytes += c->submitted_bytes();
+  return bytes;
+}
+
 void SiteLane::transfer(Round& r) {
   // Each shard's part is submitted, then its result fetched (a round commits on a shard only once every shard has the
   // sites' data). A shard that went away (restarted: it lost what it had not committed) is given the data again
   // once it is back, and asked again.
   r.fetched.assign(r.submissions.size(), {});
+  const auto started = Clock::now();
+  const int64_t before = submitted_bytes();
   std::vector<std::vector<size_t>> of_shard(static_cast<size_t>(shards_));
   for (size_t i = 0, k = 0; i < pieces_.size(); ++i) {
     if (std::find(r.units.begin(), r.units.end(), pieces_[i].unit) == r.units.end()) continue;
     of_shard[static_cast<size_t>(pieces_[i].shard)].push_back(k++);
   }
-  const auto submit = [&](int j) {
-    for (size_t k : of_shard[static_cast<size_t>(j)]) {
-      try {
-        client(j).submit(r.submissions[k].first, r.submissions[k].second);
-      } catch (const RoundMoved&) {
-        // The round closed without this site (or moved on): its result is fetched all the same.
-      }
-    }
-  };
-  const auto fetch = [&](int j) {
-    for (size_t k : of_shard[static_cast<size_t>(j)]) {
-      const auto& head = r.submissions[k].first;
-      FetchRequest req;
-      req.round = r.number;
-      req.have = global_round_;
-      req.site = site_.name;
-      req.rank = head.rank;
-      req.begin = head.begin;
-      req.end = head.end;
-      try {
-        r.fetched[k] = client(j).fetch(req);
-      } catch (const RoundMoved& m) {
-        throw Error(cat("the round server at ", client(j).address(), " refused a fetch of round ", r.number, ": ",
-                        m.message));
-      }
-    }
-  };
-  // `step` for shard j until it goes through; after a disconnection, the shard's data again first.
-  const auto persist = [&](int j, const std::function<void(int)>& step) {
-    auto& c = client(j);
-    const auto deadline = Clock::now() + std::chrono::duration<double>(c.patience());
-    for (double backoff = 0.2;; backoff = std::min(backoff * 2, 5.0)) {
-      try {
-        step(j);
-        return;
-      } catch (const Disconnected& d) {
-        if (Clock::now() > deadline)
-          throw Error(cat("the round server at ", c.address(), " did not answer for ", c.patience(), " s (", d.message,
-                          ")"));
-        std::this_thread::sleep_for(std::chrono::duration<double>(backoff));
-      }
-      try {
-        submit(j);
-      } catch (const Disconnected&) {
-        // Still away: the next try waits longer.
-      }
-    }
-  };
   // Each shard on a thread of its own: one shard's fetch waits for the round while another's data may have to be
   // sent again, and the shards' streams share the link.
   std::vector<std::future<void>> shards;
   for (int j = 0; j < shards_; ++j)
-    if (!of_shard[static_cast<size_t>(j)].empty())
-      shards.push_back(std::async(std::launch::async, [&, j] {
-        persist(j, submit);
-        persist(j, fetch);
+    if (const auto& pieces = of_shard[static_cast<size_t>(j)]; !pieces.empty())
+      shards.push_back(std::async(std::launch::async, [this, &r, j, &pieces] {
+        until_through(r, j, pieces, &SiteLane::submit_to);
+        until_through(r, j, pieces, &SiteLane::fetch_from);
       }));
   std::exception_ptr failed;
   for (auto& f : shards) {
@@ -383,6 +395,13 @@ void SiteLane::transfer(Round& r) {
       if (!failed) failed = std::current_exception();
     }
   }
+  // What this rank handed to gRPC for the round (data sent again after a disconnection included), on the federation
+  // lane's inter-group tier as an in-job round's bytes are: the step lines and the summary count it so.
+  comm::Tally t;
+  t.sent_bytes = t.payload_bytes = static_cast<double>(submitted_bytes() - before);
+  t.calls = 1;
+  t.seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  comm::Ledger::instance().record("server", comm::Tier::InterGroup, comm::Lane::Federation, comm::Traffic::Data, t);
   if (failed) std::rethrow_exception(failed);
 }
 
@@ -390,7 +409,10 @@ void SiteLane::arrive() {
   if (!round_ || round_->arrived) return;
   at::NoGradGuard no_grad;
   auto& r = *round_;
+  // The steps wait for the round here, as they wait for an in-job round's collectives: exposed communication.
+  const auto waiting = Clock::now();
   r.transfer.get();
+  comm::Ledger::instance().add_exposed_wait(std::chrono::duration<double>(Clock::now() - waiting).count());
   std::vector<at::Tensor> values;
   for (size_t u = 0; u < model_.units().size(); ++u) values.push_back(global_[u].clone());
   // Each piece: the round's model, or its change from the round this rank holds.

@@ -74,6 +74,14 @@ class SiteLane final : public federation::Lane {
   // a shard had moved on); returns it.
   int64_t agree_on_round(int64_t round, std::vector<at::Tensor>& values);
   void transfer(Round& r);  // submit, then fetch: the round's thread
+  // Round r's `pieces` (indices into its submissions) that shard `shard` owns: submitted, or their result fetched.
+  void submit_to(Round& r, int shard, const std::vector<size_t>& pieces);
+  void fetch_from(Round& r, int shard, const std::vector<size_t>& pieces);
+  // `step` until it goes through; after a disconnection, the shard's data again first, with backoff, for up to the
+  // shard's patience.
+  using Step = void (SiteLane::*)(Round&, int, const std::vector<size_t>&);
+  void until_through(Round& r, int shard, const std::vector<size_t>& pieces, Step step);
+  int64_t submitted_bytes() const;  // every shard client's, so far
 
   parallel::ShardedModel& model_;
   comm::Topology& topo_;

@@ -256,8 +256,7 @@ Trainer::StepResult Trainer::train_step(int64_t step) {
     if (!device.is_cpu()) at::zeros({1}, at::TensorOptions().device(device)).item<float>();
     std::this_thread::sleep_for((compute_.slow - 1) * std::chrono::duration<double>(Clock::now() - t0));
   }
-  // The step counts before the group agrees: a kept rank that learns of a loss in the group agreement (a peer revoked
-  // it) restarts the run from the same round as one that learns of it in the round.
+  // Counted before the group agrees: a loss learnt there (a peer revoked it) or in the round restarts the same round.
   if (rounds_) rounds_->count_step();
   const auto g = agree_in_group(step, l, compute_.clock_step > 0 ? compute_.clock_step : seconds_since(t0));
   r.loss = g.losses.front();
