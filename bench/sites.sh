@@ -129,12 +129,15 @@ serve() {
   done
 }
 
-# sites RUN ARGS...: the 4 sites' jobs, each its own mpirun in its namespace; waits for all.
+# sites RUN ARGS...: the 4 sites' jobs, each its own mpirun in its namespace; waits for all. Each mpirun sees 2 ranks
+# on 2 cores, not oversubscribed, so its ranks would spin while they wait (8 spinning ranks on 2 cores nearly
+# doubled the compute time of a step); real sites have their own cores, and bench/multisite.sh's one mpirun of 8
+# yields, so these yield too.
 sites() {
   local run=$1 i pids=()
   shift
   for i in $(seq 0 $((nsites - 1))); do
-    ip netns exec "${pfx}s$i" mpirun --oversubscribe --allow-run-as-root --mca btl tcp,self \
+    ip netns exec "${pfx}s$i" mpirun --oversubscribe --allow-run-as-root --mca mpi_yield_when_idle 1 --mca btl tcp,self \
       --mca btl_tcp_if_include lo -np 2 "$build/fedshard" train --data data/brown --threads 1 --ranks-per-node 2 \
       --strategy fsdp --site "site-$i" --server "$addresses" --tls-cert "$work/site-$i.pem" \
       --tls-key "$work/site-$i.key" --tls-ca "$work/ca.pem" --set "sites.data=$i/$nsites" --out "$run/site-$i" "$@" \

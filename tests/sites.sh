@@ -4,6 +4,7 @@
 # with a CA and certificates this test makes with openssl. Checks:
 #  - 2 sites through 2 server shards equal the in-job fl-fsdp with 2 groups of 2: the global model after every round
 #    bit for bit (federation.audit's checksums), site A's step losses the in-job run's (its metrics carry group 0's);
+#  - the same with int4 rounds: after the last round both sites hold the shards' committed global model;
 #  - a third site joins at round 2 or later and trains from the global model: after the rounds it takes part in,
 #    its global model is the others';
 #  - kill -9 of one site's rank in the middle of a round: the round closes at the deadline without that site, the
@@ -12,17 +13,18 @@
 #    each started again with its state directory: the sites go on without restarting and every round's global model
 #    is the uninterrupted run's;
 #  - a site whose certificate comes from another CA, has expired, or is missing (a real gRPC client without one) is
-#    refused with one line on the server and on the site; the round goes on with the others.
+#    refused with one line on the server and on the site; the round goes on with the others;
+#  - a site 50 ms one way from the server (network namespaces joined by bench/wan_link.c) holds its rounds.
 # Usage: sites.sh FEDSHARD_BINARY
 set -u
 bin=$(realpath "$1")
 tmp=$(mktemp -d)
 servers=()
 stop_servers() {
-  for p in "${servers[@]}"; do kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+  for p in "${servers[@]}"; do kill -9 "$p" 2>/dev/null; done
   servers=()
 }
-trap 'stop_servers; pkill -9 -f "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
+trap 'stop_servers; pkill -9 -f "$tmp" 2>/dev/null; ip netns del fsta 2>/dev/null; ip netns del fstb 2>/dev/null; rm -rf "$tmp"' EXIT
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 venv=${FEDSHARD_VENV:-$(dirname "$here")/.venv}
 source "$here/train_helpers.sh"
@@ -54,6 +56,7 @@ serve() {  # DIR I M [ARGS...]: a shard in the background; its port in DIR.port
   "$bin" serve --shard "$i/$m" --state "$dir" --port-file "$dir.port" --tls-cert roundserver.pem \
     --tls-key roundserver.key --tls-ca ca.pem "$@" >>"$dir.log" 2>&1 &
   servers+=($!)
+  disown $!  # its kill -9 (the tests' own, or a fault's) is no job message
   for _ in $(seq 300); do [ -s "$dir.port" ] && return 0; sleep 0.1; done
   echo "FAIL: shard $i/$m did not start: $(tail -n 2 "$dir.log")"
   exit 1
@@ -120,6 +123,39 @@ if [ "$counted" = "$planned 6" ]; then
   ok "the plan's bytes per site and round ($planned) are what the shards counted for each of 2 sites in 3 rounds"
 else
   fail "the plan says $planned bytes per site and round; the shards counted (distinct values, rounds x sites): $counted"
+fi
+
+# 1b. The same with int4 rounds: a site takes each round's change as the shards encoded it once for their whole slice,
+# cut to the blocks of each of its pieces (src/sites/shard.cpp). After the last round each site's global model (the
+# sum of its ranks' audit checksums: the int32 patterns of their slices, added) is the shards' committed one, read
+# here from their state files.
+mkdir -p int4
+serve int4/s0 0 2 --round-deadline 300
+serve int4/s1 1 2 --round-deadline 300 --coordinator "localhost:$(cat int4/s0.port)" --server-name localhost
+addresses="localhost:$(cat int4/s0.port),localhost:$(cat int4/s1.port)"
+site site-a int4/a 12 --server "$addresses" --set sites.data=0/2 --compress int4
+pa=$site_pid
+site site-b int4/b 12 --server "$addresses" --set sites.data=1/2 --compress int4
+pb=$site_pid
+wait $pa; ra=$?; wait $pb; rb=$?
+stop_servers
+site_model() { echo $(( $(checksums "$1" 0 | awk '{print $NF}') + $(checksums "$1" 1 | awk '{print $NF}') )); }
+shards_model=$($py -c "
+import array, json, struct
+total = 0
+for s in ('s0', 's1'):
+    raw = open('int4/' + s + '/committed.safetensors', 'rb').read()
+    n = struct.unpack('<Q', raw[:8])[0]
+    begin, end = json.loads(raw[8:8 + n])['global']['data_offsets']
+    total += sum(array.array('i', raw[8 + n + begin:8 + n + end]))
+print(total)")
+if [ $ra -ne 0 ] || [ $rb -ne 0 ]; then
+  fail "int4 rounds: site jobs ended $ra, $rb: $(tail -n 1 int4/a.log)"
+elif [ "$(site_model int4/a)" != "$shards_model" ] || [ "$(site_model int4/b)" != "$shards_model" ] ||
+     [ "$(grep -c "committed with sites \[site-a, site-b\]" int4/s0.log)" -ne 3 ]; then
+  fail "int4 rounds: the sites' global models ($(site_model int4/a), $(site_model int4/b)) are not the shards' ($shards_model)"
+else
+  ok "int4 rounds: after 3 rounds both sites hold the shards' committed global model"
 fi
 
 # 2. A third site joins at round 3: sites A and B train 8 steps (rounds 1 and 2) and end; the server is started
@@ -240,6 +276,39 @@ wait $pa; ra=$?; wait $pb; rb=$?
   ok "the refused sites left the rounds alone: sites A and B took all 3 rounds together (exit 0)" ||
   fail "the rounds beside the refused sites: $ra, $rb, $(grep -c committed tls/s0.log) rounds"
 stop_servers
+
+# 6. Across a WAN: a site 50 ms one way from the server (a 100 ms round trip), each in a network namespace of its
+# own joined by two TUN devices and bench/wan_link.c (this kernel has no netem). Every connection's handshake takes
+# several round trips: the site must connect and hold its rounds (a 200 ms connect timeout never did).
+wan=fst
+if ip netns add "${wan}a" 2>/dev/null && ip netns add "${wan}b" && gcc -O2 -o "$tmp/wan_link" "$here/../bench/wan_link.c"; then
+  ip -n "${wan}a" tuntap add dev wan mode tun && ip -n "${wan}b" tuntap add dev wan mode tun &&
+    ip -n "${wan}a" addr add 10.76.0.1 peer 10.76.0.2 dev wan && ip -n "${wan}b" addr add 10.76.0.2 peer 10.76.0.1 dev wan &&
+    for n in a b; do ip -n "$wan$n" link set wan up && ip -n "$wan$n" link set lo up; done
+  "$tmp/wan_link" 50 "${wan}a" wan "${wan}b" wan 2>/dev/null &
+  link=$!
+  mkdir -p wan
+  ip netns exec "${wan}a" "$bin" serve --shard 0/1 --address 10.76.0.1 --state wan/s0 --port-file wan/s0.port \
+    --tls-cert roundserver.pem --tls-key roundserver.key --tls-ca ca.pem --round-deadline 300 >wan/s0.log 2>&1 &
+  servers+=($!)
+  disown $!
+  for _ in $(seq 300); do [ -s wan/s0.port ] && break; sleep 0.1; done
+  ip netns exec "${wan}b" timeout -k 5 300 "${mpi[@]}" -np 2 "$bin" "${common[@]}" --strategy fsdp --steps 8 \
+    --site site-a --tls-cert site-a.pem --tls-key site-a.key --tls-ca ca.pem --server "10.76.0.1:$(cat wan/s0.port)" \
+    --set sites.server_name=localhost --set sites.patience=60 --out wan/a >wan/a.log 2>&1
+  rc=$?
+  [ $rc -eq 0 ] && [ "$(grep -c 'committed with sites \[site-a\]' wan/s0.log)" -eq 3 ] &&
+    ok "a site across a 100 ms round trip connected and held its 3 rounds (exit 0)" ||
+    fail "a site across a 100 ms round trip: exit $rc, $(grep -c committed wan/s0.log) rounds: $(tail -n 1 wan/a.log)"
+  stop_servers
+  kill $link 2>/dev/null
+  wait $link 2>/dev/null
+  ip netns del "${wan}a"
+  ip netns del "${wan}b"
+else
+  echo "skip a site across a WAN: needs root (ip netns), /dev/net/tun and gcc"
+  ip netns del "${wan}a" 2>/dev/null
+fi
 
 [ $fails -eq 0 ] && echo "every site case holds"
 exit $((fails > 0))

@@ -230,6 +230,26 @@ TEST(Codec, TopKRoundTripEqualsAScalarReference) {
   }
 }
 
+// A range cut from one encoding of a whole slice (what the round server sends a site for its part of the slice) is,
+// byte for byte, the encoding of that range alone, for every codec, at the slice's start, middle and end.
+TEST(Codec, ARangeCutFromAnEncodingIsTheRangeEncodedAlone) {
+  const int64_t block = 32, total = 7 * block;
+  const auto x = at::randn({total}, at::TensorOptions().dtype(at::kFloat).device(at::kCPU));
+  for (const char* spec : {"bf16", "int8", "int4", "topk:0.1"}) {
+    const federation::Codec codec(spec, block);
+    auto whole = at::empty({codec.encoded_bytes(total)}, at::kByte);
+    codec.encode(x, whole);
+    const int64_t g = codec.granule();
+    for (const auto& [from, n] : {std::pair<int64_t, int64_t>{0, block}, {2 * block, 3 * block}, {4 * block, 3 * block},
+                                   {0, total}, {3 * g, g}}) {
+      auto alone = at::empty({codec.encoded_bytes(n)}, at::kByte);
+      codec.encode(x.narrow(0, from, n).contiguous(), alone);
+      const auto cut = codec.cut(whole, total, from, n);
+      ASSERT_TRUE(at::equal(cut, alone)) << spec << " elements [" << from << ", " << from + n << ")";
+    }
+  }
+}
+
 // Error feedback: over the rounds, (what reached the global model) + (every residual still held) equals the sum
 // of the groups' true weighted deltas. Checked per slice, over the ranks that hold it in each group.
 TEST(RelaxedRounds, BlockwiseErrorFeedbackConservesTheGroupsDeltas) {

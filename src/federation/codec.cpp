@@ -87,6 +87,17 @@ void Codec::encode(const at::Tensor& x, at::Tensor bytes) const {
   bytes.narrow(0, values, encoded_bytes(n) - values).view(at::kFloat).copy_(scale);
 }
 
+at::Tensor Codec::cut(const at::Tensor& bytes, int64_t total, int64_t from, int64_t n) const {
+  FS_ASSERT(from % granule() == 0 && n % granule() == 0 && total % granule() == 0 && from + n <= total &&
+                bytes.numel() == encoded_bytes(total),
+            "codec cut bounds");
+  if (kind_ != Kind::Int8 && kind_ != Kind::Int4) return bytes.narrow(0, encoded_bytes(from), encoded_bytes(n));
+  // Every block's values, then every block's scale: the range's values and its scales, joined.
+  const auto values = [&](int64_t count) { return kind_ == Kind::Int8 ? count : count / 2; };
+  return at::cat({bytes.narrow(0, values(from), values(n)),
+                  bytes.narrow(0, values(total) + from / block_ * kScaleBytes, n / block_ * kScaleBytes)});
+}
+
 void Codec::encode_topk(const at::Tensor& blocks, at::Tensor bytes) const {
   // Per block: [fp32 scale][kept_ indices][2-bit values, 4 per byte, element i in bits 2(i mod 4)][zero padding].
   const int64_t nb = blocks.size(0), k = kept_, packed = (k + 3) / 4;

@@ -32,6 +32,9 @@ class Codec {
   void encode(const at::Tensor& x, at::Tensor bytes) const;
   // The n values that `bytes` encodes, in `dtype`.
   at::Tensor decode(const at::Tensor& bytes, int64_t n, at::ScalarType dtype) const;
+  // From `bytes`, the encoding of `total` elements, the encoding of elements [from, from + n) alone (every count a
+  // multiple of granule()): a range of a round's encoded change sent without encoding it again.
+  at::Tensor cut(const at::Tensor& bytes, int64_t total, int64_t from, int64_t n) const;
   // Bytes on the wire per element, for the plan.
   double bytes_per_element() const;
 

@@ -16,7 +16,9 @@ namespace fedshard::sites {
 
 namespace {
 
-constexpr int64_t kChunkElements = 1 << 20;  // the grid the encoded changes of the global model are cut in
+constexpr int64_t kChunkElements = 1 << 20;  // elements per fetched chunk, at most
+
+int64_t round_up(int64_t n, int64_t to) { return (n + to - 1) / to * to; }
 
 [[noreturn]] void refuse(grpc::StatusCode code, const std::string& message) { throw Refusal{code, message}; }
 
@@ -257,10 +259,12 @@ void Shard::fetch(const FetchRequest& r, const std::string& site, const std::fun
   lock.unlock();
   if (!write(encode(head))) return;
   if (delta) {
-    const int64_t chunk_bytes = encoded_size(*codec_, kChunkElements);
-    for (int64_t k = (r.begin - mine.begin) / kChunkElements; mine.begin + k * kChunkElements < r.end; ++k) {
-      const int64_t from = k * kChunkElements, count = std::min(kChunkElements, mine.size() - from);
-      const auto bytes = source.narrow(0, k * chunk_bytes, encoded_size(*codec_, count));
+    // The codec's blocks that cover the range, cut from the shard's one encoding (the last block padded).
+    const int64_t g = codec_->granule(), step = kChunkElements / g * g, padded = round_up(mine.size(), g);
+    const int64_t end = std::min(round_up(r.end - mine.begin, g), mine.size());
+    for (int64_t from = (r.begin - mine.begin) / g * g; from < end; from += step) {
+      const int64_t count = std::min(step, end - from);
+      const auto bytes = codec_->cut(source, padded, from, round_up(count, g));
       if (!write(encode(make_chunk(mine.begin + from, count,
                                    std::string(static_cast<const char*>(bytes.data_ptr()), bytes.numel())))))
         return;

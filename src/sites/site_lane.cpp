@@ -3,9 +3,12 @@
 #include <ATen/core/grad_mode.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <functional>
+#include <future>
 #include <limits>
 #include <thread>
 
@@ -21,6 +24,29 @@ using Clock = std::chrono::steady_clock;
 constexpr int64_t kSendChunk = 1 << 20;  // elements per submitted chunk (4 MiB of float32)
 
 std::string host_of(const std::string& address) { return address.substr(0, address.rfind(':')); }
+
+// Calls in flight at once to one shard: a piece (a unit's slice) is one call, and calls made one after another each
+// paid the link's round trip (4 pieces in `tiny`, 34 in Llama 3.1 8B); gRPC carries them as streams of one connection.
+constexpr size_t kCallsInFlight = 8;
+
+// work(k) for every k of `pieces`, up to kCallsInFlight at once; the first failure is rethrown once all have ended.
+void concurrently(const std::vector<size_t>& pieces, const std::function<void(size_t)>& work) {
+  std::atomic<size_t> next{0};
+  std::vector<std::future<void>> workers;
+  for (size_t w = 0; w < std::min(pieces.size(), kCallsInFlight); ++w)
+    workers.push_back(std::async(std::launch::async, [&] {
+      for (size_t i = next++; i < pieces.size(); i = next++) work(pieces[i]);
+    }));
+  std::exception_ptr failed;
+  for (auto& f : workers) {
+    try {
+      f.get();
+    } catch (...) {
+      if (!failed) failed = std::current_exception();
+    }
+  }
+  if (failed) std::rethrow_exception(failed);
+}
 
 }  // namespace
 
@@ -310,17 +336,17 @@ federation::Agreement SiteLane::begin(const std::vector<size_t>& units, double w
 }
 
 void SiteLane::submit_to(Round& r, int shard, const std::vector<size_t>& pieces) {
-  for (size_t k : pieces) {
+  concurrently(pieces, [&](size_t k) {
     try {
       client(shard).submit(r.submissions[k].first, r.submissions[k].second);
     } catch (const RoundMoved&) {
       // The round closed without this site (or moved on): its result is fetched all the same.
     }
-  }
+  });
 }
 
 void SiteLane::fetch_from(Round& r, int shard, const std::vector<size_t>& pieces) {
-  for (size_t k : pieces) {
+  concurrently(pieces, [&](size_t k) {
     const auto& head = r.submissions[k].first;
     FetchRequest req;
     req.round = r.number;
@@ -335,7 +361,7 @@ void SiteLane::fetch_from(Round& r, int shard, const std::vector<size_t>& pieces
       throw Error(cat("the round server at ", client(shard).address(), " refused a fetch of round ", r.number, ": ",
                       m.message));
     }
-  }
+  });
 }
 
 void SiteLane::until_through(Round& r, int shard, const std::vector<size_t>& pieces, Step step) {
