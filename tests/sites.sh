@@ -20,11 +20,12 @@ set -u
 bin=$(realpath "$1")
 tmp=$(mktemp -d)
 servers=()
+wan=fs$$  # the WAN case's network namespaces: ${wan}a, ${wan}b
 stop_servers() {
   for p in "${servers[@]}"; do kill -9 "$p" 2>/dev/null; done
   servers=()
 }
-trap 'stop_servers; pkill -9 -f "$tmp" 2>/dev/null; ip netns del fsta 2>/dev/null; ip netns del fstb 2>/dev/null; rm -rf "$tmp"' EXIT
+trap 'stop_servers; pkill -9 -f "$tmp" 2>/dev/null; ip netns del "${wan}a" 2>/dev/null; ip netns del "${wan}b" 2>/dev/null; rm -rf "$tmp"' EXIT
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 venv=${FEDSHARD_VENV:-$(dirname "$here")/.venv}
 source "$here/train_helpers.sh"
@@ -280,7 +281,6 @@ stop_servers
 # 6. Across a WAN: a site 50 ms one way from the server (a 100 ms round trip), each in a network namespace of its
 # own joined by two TUN devices and bench/wan_link.c (this kernel has no netem). Every connection's handshake takes
 # several round trips: the site must connect and hold its rounds (a 200 ms connect timeout never did).
-wan=fst
 if ip netns add "${wan}a" 2>/dev/null && ip netns add "${wan}b" && gcc -O2 -o "$tmp/wan_link" "$here/../bench/wan_link.c"; then
   ip -n "${wan}a" tuntap add dev wan mode tun && ip -n "${wan}b" tuntap add dev wan mode tun &&
     ip -n "${wan}a" addr add 10.76.0.1 peer 10.76.0.2 dev wan && ip -n "${wan}b" addr add 10.76.0.2 peer 10.76.0.1 dev wan &&

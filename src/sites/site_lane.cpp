@@ -29,6 +29,19 @@ std::string host_of(const std::string& address) { return address.substr(0, addre
 // paid the link's round trip (4 pieces in `tiny`, 34 in Llama 3.1 8B); gRPC carries them as streams of one connection.
 constexpr size_t kCallsInFlight = 8;
 
+// Waits for every task; the first one's failure, if any.
+std::exception_ptr first_failure(std::vector<std::future<void>>& tasks) {
+  std::exception_ptr failed;
+  for (auto& t : tasks) {
+    try {
+      t.get();
+    } catch (...) {
+      if (!failed) failed = std::current_exception();
+    }
+  }
+  return failed;
+}
+
 // work(k) for every k of `pieces`, up to kCallsInFlight at once; the first failure is rethrown once all have ended.
 void concurrently(const std::vector<size_t>& pieces, const std::function<void(size_t)>& work) {
   std::atomic<size_t> next{0};
@@ -37,15 +50,7 @@ void concurrently(const std::vector<size_t>& pieces, const std::function<void(si
     workers.push_back(std::async(std::launch::async, [&] {
       for (size_t i = next++; i < pieces.size(); i = next++) work(pieces[i]);
     }));
-  std::exception_ptr failed;
-  for (auto& f : workers) {
-    try {
-      f.get();
-    } catch (...) {
-      if (!failed) failed = std::current_exception();
-    }
-  }
-  if (failed) std::rethrow_exception(failed);
+  if (const auto failed = first_failure(workers)) std::rethrow_exception(failed);
 }
 
 }  // namespace
@@ -413,14 +418,7 @@ void SiteLane::transfer(Round& r) {
         until_through(r, j, pieces, &SiteLane::submit_to);
         until_through(r, j, pieces, &SiteLane::fetch_from);
       }));
-  std::exception_ptr failed;
-  for (auto& f : shards) {
-    try {
-      f.get();
-    } catch (...) {
-      if (!failed) failed = std::current_exception();
-    }
-  }
+  const auto failed = first_failure(shards);
   // What this rank handed to gRPC for the round (data sent again after a disconnection included), on the federation
   // lane's inter-group tier as an in-job round's bytes are: the step lines and the summary count it so.
   comm::Tally t;
