@@ -102,7 +102,7 @@ two_sites() {  # LABEL DIR
 
 # 1. Two sites, two shards: the in-job run's bits.
 mkdir -p equal
-serve equal/s0 0 2 --round-deadline 300
+serve equal/s0 0 2 --round-deadline 300 --quorum 2
 serve equal/s1 1 2 --round-deadline 300 --coordinator "localhost:$(cat equal/s0.port)" --server-name localhost
 addresses="localhost:$(cat equal/s0.port),localhost:$(cat equal/s1.port)"
 two_sites "2 sites x 2 ranks through 2 shards" equal/run &&
@@ -131,7 +131,7 @@ fi
 # sum of its ranks' audit checksums: the int32 patterns of their slices, added) is the shards' committed one, read
 # here from their state files.
 mkdir -p int4
-serve int4/s0 0 2 --round-deadline 300
+serve int4/s0 0 2 --round-deadline 300 --quorum 2
 serve int4/s1 1 2 --round-deadline 300 --coordinator "localhost:$(cat int4/s0.port)" --server-name localhost
 addresses="localhost:$(cat int4/s0.port),localhost:$(cat int4/s1.port)"
 site site-a int4/a 12 --server "$addresses" --set sites.data=0/2 --compress int4
@@ -163,7 +163,7 @@ fi
 # again with its state, to wait for three sites (--quorum 3); A and B go on from their checkpoints (a site resumed
 # where the federation has not moved on) and site C starts, taking the global model of round 2.
 mkdir -p join
-serve join/s0 0 1 --round-deadline 300
+serve join/s0 0 1 --round-deadline 300 --quorum 2
 addresses="localhost:$(cat join/s0.port)"
 site site-a join/a 8 --server "$addresses" --set sites.data=0/3
 pa=$site_pid
@@ -213,24 +213,24 @@ stop_servers
 
 # 4. A shard killed at a round's moments and started again with its state: the rounds go on, bit for bit.
 kill_and_restart() {  # LABEL SHARD ROUND POINT
-  local label=$1 k=$2 round=$3 point=$4 dir="restart-$2-$4" ports=() coord=() victim=""
+  local label=$1 k=$2 round=$3 point=$4 dir="restart-$2-$4" ports=() role=() victim=""
   mkdir -p "$dir"
   for i in 0 1; do
-    [ "$i" = 1 ] && coord=(--coordinator "localhost:${ports[0]}" --server-name localhost)
+    [ "$i" = 0 ] && role=(--quorum 2) || role=(--coordinator "localhost:${ports[0]}" --server-name localhost)
     if [ "$i" = "$k" ]; then
-      FEDSHARD_SERVE_KILL="$round:$point" serve "$dir/s$i" "$i" 2 --round-deadline 300 "${coord[@]}"
+      FEDSHARD_SERVE_KILL="$round:$point" serve "$dir/s$i" "$i" 2 --round-deadline 300 "${role[@]}"
       victim=${servers[-1]}
     else
-      serve "$dir/s$i" "$i" 2 --round-deadline 300 "${coord[@]}"
+      serve "$dir/s$i" "$i" 2 --round-deadline 300 "${role[@]}"
     fi
     ports+=("$(cat "$dir/s$i.port")")
   done
   addresses="localhost:${ports[0]},localhost:${ports[1]}"
-  [ "$k" = 1 ] || coord=()
+  [ "$k" = 1 ] || role=(--quorum 2)
   (  # the victim dies at its moment; it is started again on its port with its state directory
     while kill -0 "$victim" 2>/dev/null; do sleep 0.1; done
     exec "$bin" serve --shard "$k/2" --state "$dir/s$k" --port "${ports[$k]}" --tls-cert roundserver.pem \
-      --tls-key roundserver.key --tls-ca ca.pem --round-deadline 300 "${coord[@]}" >>"$dir/s$k.log" 2>&1
+      --tls-key roundserver.key --tls-ca ca.pem --round-deadline 300 "${role[@]}" >>"$dir/s$k.log" 2>&1
   ) &
   local restarter=$!
   two_sites "$label" "$dir/run"
@@ -248,7 +248,7 @@ kill_and_restart "shard 0 of 2 (the coordinator) killed as it is about to commit
 # 5. Certificates: another CA's, an expired one, none (a real gRPC client); each refused in one line on both sides
 # while sites A and B finish their rounds together.
 mkdir -p tls
-serve tls/s0 0 1 --round-deadline 300
+serve tls/s0 0 1 --round-deadline 300 --quorum 2
 addresses="localhost:$(cat tls/s0.port)"
 site site-a tls/a 12 --server "$addresses" --set sites.data=0/2
 pa=$site_pid

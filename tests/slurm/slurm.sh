@@ -211,7 +211,8 @@ else
 fi
 
 # 5. Two sites of a federation as two sbatch jobs (scripts/fedshard-site.sbatch, 2 tasks each) against a round
-# server on this host: both finish with the same global model (federation.audit's checksums after every round).
+# server on this host: both finish with the same global model (federation.audit's checksums after every round). The
+# server waits for both in every round (--quorum 2): Slurm may start one job rounds before the other.
 if "$bin" --version | grep -q "sites: yes"; then
   (
     cd "$tmp" || exit 1
@@ -223,7 +224,7 @@ if "$bin" --version | grep -q "sites: yes"; then
     done
   )
   "$bin" serve --shard 0/1 --state "$tmp/rounds" --port-file "$tmp/rounds.port" --tls-cert "$tmp/roundserver.pem" \
-    --tls-key "$tmp/roundserver.key" --tls-ca "$tmp/ca.pem" --round-deadline 300 >"$tmp/rounds.log" 2>&1 &
+    --tls-key "$tmp/roundserver.key" --tls-ca "$tmp/ca.pem" --round-deadline 300 --quorum 2 >"$tmp/rounds.log" 2>&1 &
   server=$!
   wait_for "$tmp/rounds.port" "" || true
   site_ids=()
