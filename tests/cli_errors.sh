@@ -84,8 +84,20 @@ expect "unknown compression" "federation.compress must be none, bf16, int8, int4
   "${train[@]}" --strategy fl-ddp --compress zip
 expect "top-k density above one" "D of federation.compress = topk:D must be a fraction in (0, 1], got '2'" -- \
   "${train[@]}" --strategy fl-ddp --compress topk:2
-expect "top-k block too large for one-byte indices" "federation.compress_block must be at most 256 under topk:D" -- \
-  "${train[@]}" --strategy fl-ddp --compress topk:0.02 --set federation.compress_block=512
+expect "top-k block too large for 16-bit entries" "federation.compress_block must be at most 16384 under topk:D" -- \
+  "${train[@]}" --strategy fl-ddp --compress topk:0.02 --set federation.compress_block=32768
+expect "unknown top-k values" "federation.topk_values must be means or levels, got 'bits'" -- \
+  "${train[@]}" --strategy fl-ddp --compress topk:0.02 --set federation.topk_values=bits
+expect "error feedback decay above one" "federation.ef_decay must be in [0, 1], got 1.5" -- \
+  "${train[@]}" --strategy fl-ddp --compress topk:0.02 --set federation.ef_decay=1.5
+expect "unknown sparse mean" "federation.sparse_mean must be union or sparsified, got 'all'" -- \
+  "${train[@]}" --strategy fl-ddp --compress topk:0.02 --set federation.sparse_mean=all
+expect "top-k values without top-k" "federation.topk_values = levels applies to federation.compress = topk:D only" -- \
+  "${train[@]}" --strategy fl-ddp --compress int8 --set federation.topk_values=levels
+expect "error feedback decay without compression" "federation.ef_decay = 0.5 decays error feedback" -- \
+  "${train[@]}" --strategy fl-ddp --set federation.ef_decay=0.5
+expect "backlog without compression" "eval.backlog needs in-job compressed rounds" -- \
+  "${train[@]}" --strategy fl-ddp --set eval.backlog=true
 expect "negative round time" "T of seconds:T must be a positive number of seconds" -- \
   "${train[@]}" --strategy fl-ddp --round seconds:-1
 expect "K given twice" "federation.round = 'steps:4' disagrees with parallel.sync_every = 8" -- \
@@ -137,6 +149,12 @@ if "$bin" --version | grep -q "sites: yes"; then
     --tls-cert "$tmp/site-a.pem" --tls-key "$tmp/site-a.key" --tls-ca "$tmp/site-a.key"
   expect "site: a data slot out of range" "sites.data must be I/N with 0 <= I < N" -- "${site[@]}" "${tls[@]}" \
     --set sites.data=2/2
+  expect "site: top-k with the union mean" "set federation.sparse_mean = sparsified" -- "${site[@]}" "${tls[@]}" \
+    --compress topk:0.02
+  expect "site: eval.backlog" "eval.backlog needs in-job compressed rounds" -- "${site[@]}" "${tls[@]}" \
+    --compress int4 --set eval.backlog=true
+  expect "plan: sites with the union mean" "give --sparse-mean sparsified" -- \
+    "$bin" plan --model tiny --vocab-size 300 --sites 2x2 --site-link 1Gbit/s,1ms --compress topk:0.02
   serve=("$bin" serve --state "$tmp/serve" --port 0 "${tls[@]}")
   expect "serve: a shard outside M" "--shard must be I/M with 0 <= I < M" -- "${serve[@]}" --shard 2/2
   expect "serve: shard 1 without its coordinator" "shards other than 0 report to shard 0" -- "${serve[@]}" --shard 1/2

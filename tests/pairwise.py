@@ -98,6 +98,7 @@ COMPUTED = {
     "in-job recovery does not cover the job": lambda v: not in_job_recovery(v),
     "the groups differ in size": groups_differ,
     "parallel.emulate holds several groups or ranks per rank": lambda v: bool(v["parallel.emulate"]),
+    "federation.ef_decay is not 1": lambda v: v["federation.ef_decay"] not in ("", "1"),
     # float8 is refused on the CPU before these are read; no configuration of this harness has a GPU.
     "this LibTorch has no `_scaled_mm` (before 2.5)": lambda v: not FLOAT8_LIBTORCH,
     "the GPU's compute capability is below 8.9": lambda v: False,

@@ -15,10 +15,11 @@ scenario() {  # NAME KILLED... : survivors' files must say the same
   shift
   local dir="$tmp/$name"
   mkdir -p "$dir"
-  timeout 120 mpirun --with-ft ulfm --oversubscribe --allow-run-as-root -np 8 "$prog" "$dir" "$@" \
+  # -k: an mpirun that ignores the TERM of a hang is killed, so the survivors' files are still read and reported.
+  timeout -k 10 120 mpirun --with-ft ulfm --oversubscribe --allow-run-as-root -np 8 "$prog" "$dir" "$@" \
     >"$dir/mpirun.log" 2>&1
   local rc=$? before=$fails
-  [ "$rc" -lt 124 ] || fail "$name: mpirun timed out or was killed (exit $rc)"
+  [ "$rc" -lt 124 ] || fail "$name: mpirun timed out or was killed (exit $rc): $(tail -3 "$dir/mpirun.log" | tr "\n" " ")"
   local killed=" $* " lost_groups=" 2"
   for r in 0 1 2 3 4 5 6 7; do
     local f="$dir/rank.$r"

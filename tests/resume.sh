@@ -90,7 +90,8 @@ same_losses "fl-hsdp killed mid-round, resume" "$tmp/runs/fl" "$tmp/runs/ref-fl"
 # 4b. Relaxed rounds killed the same way; the step-6 checkpoint holds a round in flight (begun at step 4 under
 # delayed, at step 6 under streaming:2), saved with its outcome and applied after the resume where it would
 # have been. Each mode once: delayed + int8 (error feedback residuals) + nesterov, streaming + int4, delayed +
-# topk (sparse chunks' residuals), and with federation.inner_state = average and reset.
+# topk (the union mean; the sparsified one with decaying residuals), and with federation.inner_state = average and
+# reset.
 relaxed() {  # NAME ARGS...
   local name=$1
   shift
@@ -108,6 +109,8 @@ relaxed delayed-int8 --strategy fl-fsdp --group-size 2 --overlap delayed --compr
   --set federation.outer_optimizer=nesterov --set federation.outer_lr=0.7
 relaxed streaming-int4 --strategy fl-ddp --group-size 2 --overlap streaming:2 --compress int4
 relaxed delayed-topk --strategy fl-fsdp --group-size 2 --overlap delayed --compress topk:0.25
+relaxed topk-sparsified --strategy fl-fsdp --group-size 2 --overlap delayed --compress topk:0.25 \
+  --set federation.sparse_mean=sparsified --set federation.topk_values=levels --set federation.ef_decay=0.9
 # The round in flight also carries its weight, which finish() averages the inner optimizer state with.
 relaxed delayed-average --strategy fl-fsdp --group-size 2 --overlap delayed --set federation.inner_state=average
 relaxed streaming-reset --strategy fl-ddp --group-size 2 --overlap streaming:2 --set federation.inner_state=reset

@@ -127,6 +127,12 @@ row() {  # the table's option key: its cases
     federation.compress_block)
       refused "compress_block: 256 to 64 under int8" "$int8" "federation.compress_block = 256" --compress int8 \
         --set federation.compress_block=64 ;;
+    federation.topk_values)
+      allowed "topk_values: levels at a round" "$at_round" --compress topk:0.25 --set federation.topk_values=levels ;;
+    federation.ef_decay)
+      allowed "ef_decay: 1 to 0.9 under int8 between two rounds" "$int8" --compress int8 --set federation.ef_decay=0.9 ;;
+    federation.sparse_mean)
+      allowed "sparse_mean: sparsified at a round" "$at_round" --compress topk:0.25 --set federation.sparse_mean=sparsified ;;
     parallel.reduce_dtype)
       refused "reduce_dtype: bfloat16 rounds between two plain rounds" "$mid" "parallel.reduce_dtype = bfloat16 needs it" \
         --set parallel.reduce_dtype=bfloat16

@@ -90,6 +90,24 @@ TEST(CostModel, BytesFollowDesignFormulasWithPadding) {
   }
 }
 
+
+// topk:D rounds, by hand: the union mean all-gathers each rank's whole piece in whole blocks, (G - 1) of its
+// encodings leaving each rank; the sparsified mean sends G chunks, all-to-all then all-gather, 2 (G - 1) chunks.
+TEST(CostModel, SparseRoundsPriceTheUnionAndTheSparsifiedMean) {
+  const auto c = box(4, 4);
+  const int64_t psi = 1000003;
+  auto w = one_unit(psi, 4);
+  w.compress = "topk:0.016";
+  w.compress_block = 4096;
+  // k = ceil(0.016 x 4096) = 66 entries of 12 + 2 bits after a 4-byte header.
+  const double block_bytes = 4 + std::ceil(66 * 14 / 8.0);
+  const double L = double((psi + 3) / 4 * 4) / 4, G = 4;  // rank 0's slice: one segment of 4 groups of 4 ranks
+  const auto p = run(c, w, "fl-fsdp:S=4");
+  EXPECT_DOUBLE_EQ(data_bytes(p, true)[int(Tier::InterGroup)], (G - 1) * std::ceil(L / 4096) * block_bytes);
+  w.sparse_mean = "sparsified";
+  const auto q = run(c, w, "fl-fsdp:S=4");
+  EXPECT_DOUBLE_EQ(data_bytes(q, true)[int(Tier::InterGroup)], 2 * (G - 1) * std::ceil(L / (G * 4096)) * block_bytes);
+}
 TEST(CostModel, AlphaBetaTimesAndStepTime) {
   const auto c = box(1, 4);
   const int64_t psi = 4000000;

@@ -193,41 +193,69 @@ TEST(Codec, QuantisedRoundTripEqualsAScalarReference) {
 }
 
 // topk:D against a scalar reference: per block the ceil(D x block) largest magnitudes (found here by sorting), each
-// at the nearest of the levels -1, -1/3, 1/3, 1 of fp32(their largest magnitude), every other element zero.
+// index in 6 bits (block 64) and a 2-bit value, packed. Values `levels`: the nearest of -1, -1/3, 1/3, 1 of
+// fp32(their largest magnitude) (blocks 1 and 2 left out: see there). Values `means`: the sign and the magnitude bin (at or above the mean of the kept
+// non-zero magnitudes: large), each bin decoded to bf16(its magnitudes' mean); a kept zero decodes to zero. Every
+// other element zero. Block 1 has one non-zero (fewer than k), block 2 none.
 TEST(Codec, TopKRoundTripEqualsAScalarReference) {
-  const int64_t block = 64, n = 3 * block;
+  const int64_t block = 64, n = 4 * block;
   auto x = at::randn({n}, at::TensorOptions().dtype(at::kDouble).device(at::kCPU));
-  x.narrow(0, block, block).zero_();
-  for (double density : {0.05, 0.3}) {
-    const federation::Codec codec("topk:" + std::to_string(density), block);
-    const int64_t k = static_cast<int64_t>(std::ceil(density * block));
-    // Per block: the scale, k one-byte indices, k 2-bit values, padded to 4 bytes.
-    const int64_t block_bytes = (4 + k + (k + 3) / 4 + 3) / 4 * 4;
-    ASSERT_EQ(codec.encoded_bytes(n), n / block * block_bytes) << density;
-    auto bytes = at::empty({codec.encoded_bytes(n)}, at::kByte);
-    codec.encode(x, bytes);
-    const auto decoded = codec.decode(bytes, n, at::kDouble);
-    const auto* v = x.data_ptr<double>();
-    const auto* d = decoded.data_ptr<double>();
-    int64_t nonzero = 0;
-    for (int64_t b = 0; b < n / block; ++b) {
-      std::vector<int64_t> order(block);
-      for (int64_t i = 0; i < block; ++i) order[i] = b * block + i;
-      std::sort(order.begin(), order.end(), [&](int64_t i, int64_t j) { return std::abs(v[i]) > std::abs(v[j]); });
-      std::vector<double> expected(block, 0.0);
-      const double scale = static_cast<float>(std::abs(v[order[0]]));
-      for (int64_t r = 0; r < k; ++r) {
-        const int64_t i = order[r];
-        const double q = std::clamp(std::nearbyint((v[i] / (scale > 0 ? scale : 1.0) + 1) * 1.5), 0.0, 3.0);
-        expected[i - b * block] = (q / 1.5 - 1) * scale;
+  x.narrow(0, block, 2 * block).zero_();
+  x[block + 5] = -0.75;
+  for (auto values : {federation::TopkValues::Levels, federation::TopkValues::Means})
+    for (double density : {0.05, 0.3}) {
+      const federation::Codec codec("topk:" + std::to_string(density), block, values);
+      const int64_t k = static_cast<int64_t>(std::ceil(density * block));
+      const int64_t block_bytes = 4 + (k * (6 + 2) + 7) / 8;
+      ASSERT_EQ(codec.encoded_bytes(n), n / block * block_bytes) << density;
+      auto bytes = at::empty({codec.encoded_bytes(n)}, at::kByte);
+      codec.encode(x, bytes);
+      const auto decoded = codec.decode(bytes, n, at::kDouble);
+      const auto* v = x.data_ptr<double>();
+      const auto* d = decoded.data_ptr<double>();
+      int64_t nonzero = 0;
+      for (int64_t b = 0; b < n / block; ++b) {
+        std::vector<int64_t> order(block);
+        for (int64_t i = 0; i < block; ++i) order[i] = b * block + i;
+        std::sort(order.begin(), order.end(), [&](int64_t i, int64_t j) { return std::abs(v[i]) > std::abs(v[j]); });
+        std::vector<double> expected(block, 0.0);
+        if (values == federation::TopkValues::Levels) {
+          // A kept zero decodes to scale/3 at whichever zero top-k picked: blocks of fewer non-zeros are not compared.
+          if (v[order[k - 1]] == 0) continue;
+          const double scale = static_cast<float>(std::abs(v[order[0]]));
+          for (int64_t r = 0; r < k; ++r) {
+            const int64_t i = order[r];
+            const double q = std::clamp(std::nearbyint((v[i] / (scale > 0 ? scale : 1.0) + 1) * 1.5), 0.0, 3.0);
+            expected[i - b * block] = (q / 1.5 - 1) * scale;
+          }
+        } else {
+          double sum = 0;
+          int count = 0;
+          for (int64_t r = 0; r < k; ++r)
+            if (v[order[r]] != 0) sum += std::abs(v[order[r]]), ++count;
+          const double threshold = count ? sum / count : 0;
+          double bin_sum[2] = {0, 0};
+          int bin_count[2] = {0, 0};
+          for (int64_t r = 0; r < count; ++r) {
+            const int large = std::abs(v[order[r]]) >= threshold;
+            bin_sum[large] += std::abs(v[order[r]]);
+            ++bin_count[large];
+          }
+          for (int64_t r = 0; r < count; ++r) {
+            const int64_t i = order[r];
+            const int large = std::abs(v[i]) >= threshold;
+            const double mean = static_cast<float>(c10::BFloat16(static_cast<float>(bin_sum[large] / bin_count[large])));
+            expected[i - b * block] = v[i] < 0 ? -mean : mean;
+          }
+        }
+        for (int64_t i = 0; i < block; ++i) {
+          ASSERT_EQ(d[b * block + i], expected[i]) << density << " element " << b * block + i;
+          nonzero += d[b * block + i] != 0;
+        }
       }
-      for (int64_t i = 0; i < block; ++i) {
-        ASSERT_EQ(d[b * block + i], expected[i]) << density << " element " << b * block + i;
-        nonzero += d[b * block + i] != 0;
-      }
+      EXPECT_GT(nonzero, k) << "the kept values decoded to zeros, so nothing was tested";
+      if (values == federation::TopkValues::Means) EXPECT_EQ(d[block + 5], -0.75) << "a lone value's bin is itself";
     }
-    EXPECT_GT(nonzero, k) << "the kept values decoded to zeros, so nothing was tested";
-  }
 }
 
 // A range cut from one encoding of a whole slice (what the round server sends a site for its part of the slice) is,
@@ -250,19 +278,25 @@ TEST(Codec, ARangeCutFromAnEncodingIsTheRangeEncodedAlone) {
   }
 }
 
-// Error feedback: over the rounds, (what reached the global model) + (every residual still held) equals the sum
-// of the groups' true weighted deltas. Checked per slice, over the ranks that hold it in each group.
+// Error feedback: over the rounds, (what reached the global model) + (every residual still held, a group's at its
+// weight) equals the sum of the groups' true weighted deltas. Checked per slice, over the ranks that hold it in each
+// group.
 TEST(RelaxedRounds, BlockwiseErrorFeedbackConservesTheGroupsDeltas) {
   if (world_size() < 2) GTEST_SKIP() << "needs two groups";
   const auto cfg = reference::tiny_config();
   const int64_t rows = 2, seq = 10;
   // Per codec: L, and how many times its error bound the largest delta must exceed for the bound to test anything
   // (topk: L = 0, no bound: a dropped element's error is its whole value, kept in the residuals).
-  for (const auto& [compress, levels, margin] :
-       {std::tuple<const char*, double, double>{"int8", 127, 20}, {"int4", 7, 1}, {"topk:0.25", 0, 0}})
+  // With federation.ef_decay = beta, each round also forgets (1 - beta) of the residuals held before it.
+  for (const auto& [compress, levels, margin, sparse_mean, decay] :
+       {std::tuple<const char*, double, double, const char*, double>{"int8", 127, 20, "", 1}, {"int4", 7, 1, "", 1},
+        {"topk:0.25", 0, 0, "union", 1}, {"topk:0.25", 0, 0, "sparsified", 1}, {"topk:0.25", 0, 0, "union", 0.5},
+        {"topk:0.25", 0, 0, "sparsified", 0.5}})
   for (const auto& c : fl_cases()) {
     federation::FederationOptions fed;
     fed.compress = compress;
+    if (*sparse_mean) fed.sparse_mean = sparse_mean;
+    fed.ef_decay = decay;
     fed.compress_block = 8;
     fixture::Engine e(cfg, {c.group_size, c.shard_size, 0}, f64(), "adamw", /*federated=*/true, fed);
     auto& seg = *e.topo->segments().front().comm;  // equal groups: one segment, one rank of each group
@@ -281,6 +315,14 @@ TEST(RelaxedRounds, BlockwiseErrorFeedbackConservesTheGroupsDeltas) {
     double encoded = 0;  // the largest sum over this round's encoders of their input's absmax
     std::vector<at::Tensor> true_deltas;
     for (const auto& t : start) true_deltas.push_back(at::zeros_like(t));
+    auto held_residuals = [&](size_t u) {
+      const auto st = e.aggregator->state();
+      auto held = st[u].at("residual") * 0.5 + st[u].at("mean_residual");  // the groups' residuals are unweighted
+      seg.all_reduce(held, comm::ReduceOp::Sum, comm::Traffic::Control)->wait();
+      return held;
+    };
+    std::vector<at::Tensor> forgotten;
+    for (const auto& t : start) forgotten.push_back(at::zeros_like(t));
     for (int s = 1; s <= 12; ++s) {
       auto batch = reference::synthetic_batch(s, rows * world_size(), seq, cfg.vocab_size);
       e.step(batch, world_rank() * rows, rows, 1e-2, 0.0, e.topo->group());
@@ -294,29 +336,27 @@ TEST(RelaxedRounds, BlockwiseErrorFeedbackConservesTheGroupsDeltas) {
         seg.all_reduce(d, comm::ReduceOp::Sum, comm::Traffic::Control)->wait();
         seg.all_reduce(sizes, comm::ReduceOp::Sum, comm::Traffic::Control)->wait();
         true_deltas[u] += d;
+        forgotten[u] += held_residuals(u) * (1 - decay);
         encoded = std::max(encoded, sizes.item<double>() + d.abs().max().item<double>());
       }
       e.aggregator->sync(1.0);
     }
     const auto end = slices();
-    const auto state = e.aggregator->state();  // by value: a reference into the temporary would dangle
     double worst = 0, lost = 0, moved_error = 0, largest_delta = 0;
     for (size_t u = 0; u < end.size(); ++u) {
-      const auto& st = state[u];
-      auto held = st.at("residual") + st.at("mean_residual");
-      seg.all_reduce(held, comm::ReduceOp::Sum, comm::Traffic::Control)->wait();
-      worst = std::max(worst, (end[u] - start[u] + held - true_deltas[u]).abs().max().item<double>());
+      const auto held = held_residuals(u);
+      worst = std::max(worst, (end[u] - start[u] + held + forgotten[u] - true_deltas[u]).abs().max().item<double>());
       lost = std::max(lost, held.abs().max().item<double>());
       moved_error = std::max(moved_error, (end[u] - start[u] - true_deltas[u]).abs().max().item<double>());
       largest_delta = std::max(largest_delta, true_deltas[u].abs().max().item<double>());
     }
-    EXPECT_LE(worst, 1e-9) << c.name << " " << compress;
+    EXPECT_LE(worst, 1e-9) << c.name << " " << compress << " " << sparse_mean << " decay " << decay;
     EXPECT_GT(lost, 1e-8) << c.name << ": " << compress << " lost nothing, so nothing was tested";
     // Conservation holds for any encoder (one sending zeros keeps everything in its residuals); what the codec
     // states is its error: the global model moves by the true mean delta to within what the last round's
     // encodings left in the residuals, half a step of 1/L of each block's largest value on each of the G
     // senders and on the owner (5% for the residuals carried into that round's inputs).
-    if (levels == 0) continue;
+    if (levels == 0 || decay != 1) continue;
     const double bound = 1.05 * encoded / (2 * levels);
     EXPECT_LE(moved_error, bound) << c.name << " " << compress << ": the global model did not follow the deltas";
     EXPECT_GT(largest_delta, margin * bound) << c.name << " " << compress << ": the bound is too loose to test anything";
@@ -331,18 +371,21 @@ TEST(RelaxedRounds, CompressedRoundsSendTheirShareOfTheBytes) {
   const auto cfg = reference::tiny_config();
   const int s = world_size() / 2, groups = 2;
   const int64_t block = 64;
-  double slice_elements = 0, chunks_int8 = 0, chunks_bf16 = 0;
+  double slice_elements = 0, chunks_int8 = 0, chunks_bf16 = 0, union_blocks = 0;
+  std::string sparse_mean = "union";
   auto round_bytes = [&](const std::string& compress) {
     federation::FederationOptions fed;
     fed.compress = compress;
     fed.compress_block = block;
+    fed.sparse_mean = sparse_mean;
     fixture::Engine e(cfg, {s, s, 0}, f64(), "adamw", /*federated=*/true, fed);
-    slice_elements = chunks_int8 = chunks_bf16 = 0;
+    slice_elements = chunks_int8 = chunks_bf16 = union_blocks = 0;
     for (const auto& u : e.sharded->units()) {
       const auto [a, b] = e.topo->layout().slice_range(u->flat().padded_numel(), world_rank());
       slice_elements += static_cast<double>(b - a);
       chunks_int8 += static_cast<double>((b - a + groups * block - 1) / (groups * block) * block);
       chunks_bf16 += static_cast<double>((b - a + groups - 1) / groups);
+      union_blocks += static_cast<double>((b - a + block - 1) / block);
     }
     const auto before = comm::Ledger::instance().snapshot();
     e.aggregator->sync(1.0);
@@ -353,12 +396,17 @@ TEST(RelaxedRounds, CompressedRoundsSendTheirShareOfTheBytes) {
   };
   const double plain = round_bytes("none"), bf16 = round_bytes("bf16"), int8 = round_bytes("int8"),
                int4 = round_bytes("int4"), topk = round_bytes("topk:0.02");
+  const double pieces = union_blocks;
+  sparse_mean = "sparsified";
+  const double topk_sparsified = round_bytes("topk:0.02");
   EXPECT_DOUBLE_EQ(plain, 2.0 * (groups - 1) / groups * slice_elements * 8);
   EXPECT_DOUBLE_EQ(bf16, 2.0 * (groups - 1) * chunks_bf16 * 2);
   EXPECT_DOUBLE_EQ(int8, 2.0 * (groups - 1) * chunks_int8 * (1 + 4.0 / block));
   EXPECT_DOUBLE_EQ(int4, 2.0 * (groups - 1) * chunks_int8 * (0.5 + 4.0 / block));
-  // topk:0.02 of 64: 2 values, a block of 4 + 2 + 1 bytes padded to 8.
-  EXPECT_DOUBLE_EQ(topk, 2.0 * (groups - 1) * chunks_int8 / block * 8);
+  // topk:0.02 of 64: 2 values of 6 + 2 bits after the 4-byte header, 6 bytes a block. The union mean all-gathers
+  // each rank's piece whole; the sparsified one sends chunks as int8 does.
+  EXPECT_DOUBLE_EQ(topk, (groups - 1) * pieces * 6);
+  EXPECT_DOUBLE_EQ(topk_sparsified, 2.0 * (groups - 1) * chunks_int8 / block * 6);
 }
 
 // Groups that take different numbers of steps in a round (time-based rounds): weighted by tokens (FedAvg) or,

@@ -61,6 +61,7 @@ struct PlanArgs {
   std::string activation_checkpointing = "auto";
   std::string compress = "none", federation_overlap = "none", slow, round = "steps";
   int64_t compress_block = 256;
+  std::string sparse_mean = "union";
   std::string sites, site_link, server_link = "10Gbit/s,0us", outer = "fedavg";
   int server_shards = 1;
   bool json = false;
@@ -92,8 +93,9 @@ void print_table(const plan::Cluster& c, const plan::Workload& w, const std::vec
                 "over Gloo (%.3g us per message, %.3g us per peer at rank 0)\n",
                 w.prefetch ? "prefetched" : "not prefetched", w.checks.latency_s * 1e6, w.checks.per_peer_s * 1e6);
   if (w.compress != "none" || w.round_overlap != "none")
-    std::printf("federation rounds: compress %s (block %lld), overlap %s\n", w.compress.c_str(),
-                static_cast<long long>(w.compress_block), w.round_overlap.c_str());
+    std::printf("federation rounds: compress %s (block %lld%s), overlap %s\n", w.compress.c_str(),
+                static_cast<long long>(w.compress_block),
+                federation::sparse_codec(w.compress) ? (", mean " + w.sparse_mean).c_str() : "", w.round_overlap.c_str());
   for (comm::Tier t : comm::kTiers) {
     const auto& l = c.links[static_cast<int>(t)];
     std::printf("link %-11s %s\n", comm::tier_name(t), comm::describe(l).c_str());
@@ -211,7 +213,7 @@ nlohmann::json to_json(const plan::Cluster& c, const plan::Workload& w, const st
                    {"batch_per_rank", w.batch_per_rank}, {"grad_accum", w.grad_accum}, {"seq_len", w.seq_len},
                    {"param_bytes", w.param_bytes},
                    {"reduce_bytes", w.reduce_bytes}, {"master_bytes", w.master_bytes}, {"overlap", w.overlap},
-                   {"compress", w.compress}, {"compress_block", w.compress_block},
+                   {"compress", w.compress}, {"compress_block", w.compress_block}, {"sparse_mean", w.sparse_mean},
                    {"federation_overlap", w.round_overlap}, {"slow", w.slow}, {"timed_rounds", w.timed_rounds},
                    {"prefetch", w.prefetch}, {"check_latency_s", w.checks.latency_s},
                    {"check_per_peer_s", w.checks.per_peer_s}};
@@ -347,6 +349,8 @@ std::pair<CLI::Option*, CLI::Option*> add_plan_options(CLI::App* sub, PlanArgs* 
   sub->add_option("--compress", a->compress,
                   "federation.compress: none | bf16 | int8 | int4 | topk:D (the round's deltas on the wire)");
   sub->add_option("--compress-block", a->compress_block, "federation.compress_block: elements per block");
+  sub->add_option("--sparse-mean", a->sparse_mean,
+                  "federation.sparse_mean (topk:D): union (every group's change all-gathered) | sparsified");
   sub->add_option("--federation-overlap", a->federation_overlap,
                   "federation.overlap: none | delayed | streaming:F (the round hides behind the next K steps)");
   sub->add_option("--slow", a->slow, "emulated stragglers as in train: RANK=FACTOR,group:G=FACTOR");
@@ -419,8 +423,14 @@ plan::Workload workload_of(const PlanArgs& a) {
            a.compress_block);
   federation::parse_overlap(a.federation_overlap);
   if (a.compress != "none") federation::Codec(a.compress, a.compress_block);  // the codec's own checks
+  FS_CHECK(a.sparse_mean == "union" || a.sparse_mean == "sparsified", "--sparse-mean must be union or sparsified, got '",
+           a.sparse_mean, "'");
+  FS_CHECK(a.sites.empty() || !federation::sparse_codec(a.compress) || a.sparse_mean == "sparsified",
+           "--sites with --compress ", a.compress, ": the round server sends the averaged change top-k again (give "
+           "--sparse-mean sparsified; the union of the sites' changes is not built across sites)");
   w.compress = a.compress;
   w.compress_block = a.compress_block;
+  w.sparse_mean = a.sparse_mean;
   w.round_overlap = a.federation_overlap;
   w.slow = a.slow;
   FS_CHECK(a.round == "steps" || a.round.rfind("seconds:", 0) == 0, "--round must be steps or seconds:T, got '",

@@ -60,7 +60,10 @@ Aggregator::Aggregator(parallel::ShardedModel& model, comm::Topology& topo, opti
     : model_(model), topo_(topo), inner_(inner), opts_(opts) {
   FS_CHECK(opts_.inner_state == "keep" || opts_.inner_state == "average" || opts_.inner_state == "reset",
            "federation.inner_state must be keep, average or reset, got '", opts_.inner_state, "'");
-  if (opts_.compress != "none") codec_.emplace(opts_.compress, opts_.compress_block);
+  FS_CHECK(opts_.ef_decay >= 0 && opts_.ef_decay <= 1, "federation.ef_decay must be in [0, 1], got ", opts_.ef_decay);
+  FS_CHECK(opts_.sparse_mean == "union" || opts_.sparse_mean == "sparsified",
+           "federation.sparse_mean must be union or sparsified, got '", opts_.sparse_mean, "'");
+  if (opts_.compress != "none") codec_.emplace(opts_.compress, opts_.compress_block, opts_.topk_values);
   std::vector<at::Tensor> slices;
   for (size_t u = 0; u < model_.units().size(); ++u) slices.push_back(slice_of(u, model_.units()[u]->flat().shard().detach()));
   outer_ = make_outer_optimizer(opts_.outer, slices);
@@ -198,13 +201,17 @@ void Aggregator::issue_sums(Round& r, const std::vector<at::Tensor>& shards, dou
   }
 }
 
+bool Aggregator::union_mean() const { return codec_ && sparse_codec(opts_.compress) && opts_.sparse_mean == "union"; }
+
 void Aggregator::issue_compressed(Round& r, double scale) {
   const auto& layout = topo_.layout();
   const auto bytes = at::TensorOptions().dtype(at::kByte).device(global_.front().device());
+  const bool all_gather = union_mean();
   for (size_t i = 0; i < r.units.size(); ++i) {
     const size_t u = r.units[i];
-    // Error feedback: what this rank failed to send last time is sent now.
-    auto delta = (slice_of(u, model_.units()[u]->flat().shard().detach()) - global_[u]).mul_(scale).add_(residual_[u]);
+    // Error feedback: what this rank failed to send before (decayed) is sent now. The codecs are invariant to a
+    // positive scale, so the delta is encoded weighted and the residual kept unweighted.
+    auto delta = (slice_of(u, model_.units()[u]->flat().shard().detach()) - global_[u]).add_(residual_[u], opts_.ef_decay);
     const int64_t padded = model_.units()[u]->flat().padded_numel();
     const int64_t slice_begin = layout.slice_range(padded, topo_.world_rank()).first;
     for (const auto& s : topo_.segments()) {
@@ -216,19 +223,29 @@ void Aggregator::issue_compressed(Round& r, double scale) {
       p.length = b - a;
       const int g = p.comm->size();
       const int64_t granule = codec_->granule();
-      p.chunk = (p.length + g * granule - 1) / (g * granule) * granule;
-      auto values = at::zeros({g * p.chunk}, delta.options());
-      values.narrow(0, 0, p.length).copy_(delta.narrow(0, p.offset, p.length));
+      // Union: the whole piece is this rank's one chunk; else G chunks, chunk j averaged by the segment's rank j.
+      const int chunks = all_gather ? 1 : g;
+      p.chunk = (p.length + chunks * granule - 1) / (chunks * granule) * granule;
+      auto values = at::zeros({chunks * p.chunk}, delta.options());
+      values.narrow(0, 0, p.length).copy_(delta.narrow(0, p.offset, p.length)).mul_(scale);
       const int64_t e = codec_->encoded_bytes(p.chunk);
-      p.send = at::empty({g * e}, bytes);
-      for (int j = 0; j < g; ++j) codec_->encode(values.narrow(0, j * p.chunk, p.chunk), p.send.narrow(0, j * e, e));
+      p.send = at::empty({chunks * e}, bytes);
+      for (int j = 0; j < chunks; ++j) codec_->encode(values.narrow(0, j * p.chunk, p.chunk), p.send.narrow(0, j * e, e));
       at::Tensor decoded = at::empty_like(values);
-      for (int j = 0; j < g; ++j)
+      for (int j = 0; j < chunks; ++j)
         decoded.narrow(0, j * p.chunk, p.chunk).copy_(codec_->decode(p.send.narrow(0, j * e, e), p.chunk, values.scalar_type()));
-      residual_[u].narrow(0, p.offset, p.length).copy_((values - decoded).narrow(0, 0, p.length));
-      p.recv = at::empty_like(p.send);
-      p.gathered = at::empty_like(p.send);
-      p.work = p.comm->all_to_all(p.send, p.recv);
+      // A group of weight 0 sends zeros and keeps its whole delta.
+      auto residual = delta.narrow(0, p.offset, p.length);
+      if (scale > 0) residual = residual - decoded.narrow(0, 0, p.length).div_(scale);
+      residual_[u].narrow(0, p.offset, p.length).copy_(residual);
+      p.gathered = at::empty({g * e}, bytes);
+      if (all_gather) {
+        p.work = p.comm->all_gather(p.send, p.gathered);
+        p.reduced = true;
+      } else {
+        p.recv = at::empty_like(p.send);
+        p.work = p.comm->all_to_all(p.send, p.recv);
+      }
       r.pieces.push_back(std::move(p));
     }
   }
@@ -262,12 +279,26 @@ void Aggregator::reduce_piece(Piece& p) {
   // The owned chunk's own error feedback: the part of the averaged delta that its encoding lost last time.
   const int64_t begin = j * p.chunk, kept = std::max<int64_t>(0, std::min(p.chunk, p.length - begin));
   auto carried = mean_residual_[u].narrow(0, p.offset + std::min(begin, p.length), kept);
-  sum.narrow(0, 0, kept).add_(carried);
+  sum.narrow(0, 0, kept).add_(carried, opts_.ef_decay);
   auto mine = p.gathered.narrow(0, j * e, e);
   codec_->encode(sum, mine);
   carried.copy_((sum - codec_->decode(mine, p.chunk, dtype)).narrow(0, 0, kept));
   p.work = p.comm->all_gather(mine, p.gathered);
   p.reduced = true;
+}
+
+at::Tensor Aggregator::piece_mean(const Piece& p, at::ScalarType dtype) const {
+  const int g = p.comm->size();
+  const int64_t e = codec_->encoded_bytes(p.chunk);
+  if (union_mean()) {
+    // Every group's weighted change of the whole piece, summed in group order (the same on every rank).
+    auto sum = codec_->decode(p.gathered.narrow(0, 0, e), p.chunk, dtype);
+    for (int j = 1; j < g; ++j) sum.add_(codec_->decode(p.gathered.narrow(0, j * e, e), p.chunk, dtype));
+    return sum;
+  }
+  auto mean = at::empty({g * p.chunk}, at::TensorOptions().dtype(dtype).device(p.gathered.device()));
+  for (int j = 0; j < g; ++j) mean.narrow(0, j * p.chunk, p.chunk).copy_(codec_->decode(p.gathered.narrow(0, j * e, e), p.chunk, dtype));
+  return mean;
 }
 
 Agreement Aggregator::begin(const std::vector<size_t>& units, double weight, const Vote& vote) {
@@ -277,6 +308,7 @@ Agreement Aggregator::begin(const std::vector<size_t>& units, double weight, con
   const auto agreement = agree(weight, vote, &scale, &carry);
   refuse_nonfinite(agreement, vote);
   if (!agreement.issued) return agreement;
+  last_scale_ = scale;
   round_ = std::make_unique<Round>();
   round_->units = units;
   round_->scale = scale;
@@ -405,12 +437,7 @@ void Aggregator::settle(Round& r) {
     for (size_t u : r.units) deltas.push_back(at::zeros_like(global_[u]));
     for (auto& p : r.pieces) {
       p.work->wait();
-      const int g = p.comm->size();
-      const int64_t e = codec_->encoded_bytes(p.chunk);
-      auto mean = at::empty({g * p.chunk}, deltas[p.unit].options());
-      for (int j = 0; j < g; ++j)
-        mean.narrow(0, j * p.chunk, p.chunk).copy_(codec_->decode(p.gathered.narrow(0, j * e, e), p.chunk, mean.scalar_type()));
-      deltas[p.unit].narrow(0, p.offset, p.length).copy_(mean.narrow(0, 0, p.length));
+      deltas[p.unit].narrow(0, p.offset, p.length).copy_(piece_mean(p, deltas[p.unit].scalar_type()).narrow(0, 0, p.length));
     }
   }
   // Every unit's averaging has arrived before any unit is applied: a round that fails (a lost peer) leaves
@@ -561,7 +588,7 @@ void Aggregator::restore_state(size_t unit, const std::string& name, const at::T
 
 void Aggregator::with_global_model(const std::function<void()>& fn) {
   try {
-    swap_in_global();
+    swap_in_global(/*backlog=*/false);
     fn();
   } catch (...) {
     swap_out_global();  // a lost peer: the recovery hands over this group's own model
@@ -570,15 +597,38 @@ void Aggregator::with_global_model(const std::function<void()>& fn) {
   swap_out_global();
 }
 
-void Aggregator::swap_in_global() {
+void Aggregator::with_backlog_model(const std::function<void()>& fn) {
+  FS_CHECK(codec_.has_value(), "eval.backlog needs compressed rounds (federation.compress): there is no backlog");
+  try {
+    swap_in_global(/*backlog=*/true);
+    fn();
+  } catch (...) {
+    swap_out_global();
+    throw;
+  }
+  swap_out_global();
+}
+
+void Aggregator::swap_in_global(bool backlog) {
   at::NoGradGuard no_grad;
   FS_ASSERT(!global_.empty() && saved_shards_.empty(), "no global model kept to swap in");
+  const auto& layout = topo_.layout();
   std::vector<comm::WorkHandle> gathers;
   for (size_t u = 0; u < model_.units().size(); ++u) {
     auto shard = model_.units()[u]->flat().shard().detach();
     saved_shards_.push_back(shard.clone());
     auto slice = slice_of(u, shard);
     slice.copy_(global_[u]);
+    if (backlog) {
+      auto owed = residual_[u] * last_scale_ + mean_residual_[u];
+      const int64_t padded = model_.units()[u]->flat().padded_numel();
+      const int64_t slice_begin = layout.slice_range(padded, topo_.world_rank()).first;
+      for (const auto& s : topo_.segments()) {
+        const auto [a, b] = layout.segment_range(s.segment, padded);
+        s.comm->all_reduce(owed.narrow(0, a - slice_begin, b - a), comm::ReduceOp::Sum, comm::Traffic::Control)->wait();
+      }
+      slice.add_(owed);
+    }
     if (topo_.replica().size() > 1) gathers.push_back(topo_.replica().all_gather(slice, shard));
   }
   for (auto& g : gathers) g->wait();

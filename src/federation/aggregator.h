@@ -11,7 +11,8 @@
 // the delayed rule of docs/federation.md: slice <- new global + (slice now - slice at begin), i.e. the local
 // progress made while the round was in flight is kept on top of the one-round-stale outer update. With
 // federation.compress each group sends its delta from the last global model through a Codec, with error
-// feedback on both the sent deltas and the averaged ones.
+// feedback on the sent deltas (stored unweighted, so a change of weights never sends a backlog at an old weight)
+// and on the averaged ones where an owner encodes them again; topk:D's union mean skips the owner.
 #pragma once
 
 #include <memory>
@@ -36,6 +37,13 @@ struct FederationOptions {
   at::ScalarType reduce_dtype = at::ScalarType::Undefined;
   std::string compress = "none";  // federation/codec.h: what a group's delta travels as (not reduce_dtype)
   int64_t compress_block = 256;   // elements per block of the blockwise codecs
+  TopkValues topk_values = TopkValues::Means;
+  // Error feedback: a residual is multiplied by this before it joins the next round's delta (SparseLoCo's beta;
+  // 1: kept whole). A decaying residual forgets progress the global model took in without it.
+  double ef_decay = 1.0;
+  // topk:D: the groups' mean is the union of their sparse changes, all-gathered (`union`), or the chunk owner's
+  // top-k of it (`sparsified`: fewer bytes when groups are many, but coordinates the others kept are dropped).
+  std::string sparse_mean = "union";
   bool overlap = false;           // rounds may stay in flight across steps (keeps the slice at begin)
   // federation.normalize = steps (FedNova): each group's delta is divided by the steps it took, and the sum
   // rescaled by the groups' mean steps, so groups that took more steps do not pull further.
@@ -102,6 +110,9 @@ class Aggregator final : public Lane {
   // Runs fn while every rank's shard holds the latest global model instead of its group's own (evaluation
   // under overlap, where no step ends with the groups equal). Collective over the world.
   void with_global_model(const std::function<void()>& fn) override;
+  // Compressed rounds: every group's residual at its last round's weight and the owners' mean residuals, summed
+  // over each segment, on top of the global model. Collective over the world.
+  void with_backlog_model(const std::function<void()>& fn) override;
 
   OuterOptimizer& outer() { return *outer_; }
   // Per-unit state beyond the outer optimizer's, by name, for checkpoints; every tensor is slice-shaped but
@@ -133,13 +144,15 @@ class Aggregator final : public Lane {
   // less the last global slice) summed over each segment, in `wire` dtype.
   void issue_sums(Round& r, const std::vector<at::Tensor>& shards, double scale, at::ScalarType wire, bool delta);
   void issue_compressed(Round& r, double scale);
+  bool union_mean() const;  // topk:D's mean is the union of the groups' changes (no owner)
   void reduce_piece(Piece& p);  // owner: decode, sum, encode the mean chunk; all-gather it
+  at::Tensor piece_mean(const Piece& p, at::ScalarType dtype) const;  // the piece's averaged change, once gathered
   void settle(Round& r);
   void apply(Round& r);
   // inner_state = average: the optimizer moments of r's units summed over each segment (the plain path, no outer
   // step), weighted as r's model.
   void issue_state_sums(Round& r);
-  void swap_in_global();
+  void swap_in_global(bool backlog);
   void swap_out_global();
 
   parallel::ShardedModel& model_;
@@ -154,6 +167,7 @@ class Aggregator final : public Lane {
   std::vector<at::Tensor> mean_residual_;  // per unit: of the averaged chunks this rank owns
   std::unique_ptr<Round> round_;
   std::vector<at::Tensor> saved_shards_;   // while the global model is swapped in
+  double last_scale_ = 0;                  // this group's weight in the last round issued (its residual's)
 };
 
 }  // namespace fedshard::federation

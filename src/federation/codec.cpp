@@ -10,6 +10,7 @@ namespace fedshard::federation {
 namespace {
 
 constexpr int64_t kScaleBytes = sizeof(float);
+constexpr int64_t kMaxTopkBlock = 16384;
 
 // D of topk:D, or 0 where spec is not of that form.
 double topk_density(const std::string& spec) {
@@ -22,13 +23,18 @@ double topk_density(const std::string& spec) {
   return v;
 }
 
-int64_t round_up(int64_t n, int64_t to) { return (n + to - 1) / to * to; }
-
 }  // namespace
 
 bool blockwise_codec(const std::string& spec) { return spec == "int8" || spec == "int4" || topk_density(spec) > 0; }
 
-Codec::Codec(const std::string& spec, int64_t block) : block_(block) {
+bool sparse_codec(const std::string& spec) { return topk_density(spec) > 0; }
+
+TopkValues parse_topk_values(const std::string& name) {
+  FS_CHECK(name == "means" || name == "levels", "federation.topk_values must be means or levels, got '", name, "'");
+  return name == "means" ? TopkValues::Means : TopkValues::Levels;
+}
+
+Codec::Codec(const std::string& spec, int64_t block, TopkValues values) : block_(block), values_(values) {
   const double density = topk_density(spec);
   FS_CHECK(spec == "bf16" || spec == "int8" || spec == "int4" || density > 0,
            "federation.compress must be none, bf16, int8, int4 or topk:D, got '", spec, "'");
@@ -38,16 +44,20 @@ Codec::Codec(const std::string& spec, int64_t block) : block_(block) {
   FS_CHECK(block_ > 0 && block_ % 4 == 0, "federation.compress_block must be a positive multiple of 4, got ", block_);
   FS_CHECK(kind_ != Kind::Int4 || block_ % 8 == 0, "federation.compress_block must be a multiple of 8 under int4, got ",
            block_);
-  FS_CHECK(kind_ != Kind::TopK || block_ <= 256, "federation.compress_block must be at most 256 under topk:D (the "
-           "indices within a block are one byte), got ", block_);
-  if (kind_ == Kind::TopK) kept_ = std::min<int64_t>(block_, static_cast<int64_t>(std::ceil(density * block_)));
+  FS_CHECK(kind_ != Kind::TopK || block_ <= kMaxTopkBlock, "federation.compress_block must be at most ", kMaxTopkBlock,
+           " under topk:D (an index and its 2-bit value in 16 bits), got ", block_);
+  if (kind_ != Kind::TopK) return;
+  kept_ = std::min<int64_t>(block_, static_cast<int64_t>(std::ceil(density * block_)));
+  int64_t index_bits = 1;
+  while ((int64_t{1} << index_bits) < block_) ++index_bits;
+  entry_bits_ = index_bits + 2;
 }
 
 int64_t Codec::block_bytes() const {
   switch (kind_) {
     case Kind::Int8: return block_ + kScaleBytes;
     case Kind::Int4: return block_ / 2 + kScaleBytes;
-    case Kind::TopK: return round_up(kScaleBytes + kept_ + (kept_ + 3) / 4, 4);
+    case Kind::TopK: return kScaleBytes + (kept_ * entry_bits_ + 7) / 8;  // means: two bf16; levels: one fp32
     case Kind::Bf16: break;
   }
   return 2 * block_;
@@ -99,36 +109,68 @@ at::Tensor Codec::cut(const at::Tensor& bytes, int64_t total, int64_t from, int6
 }
 
 void Codec::encode_topk(const at::Tensor& blocks, at::Tensor bytes) const {
-  // Per block: [fp32 scale][kept_ indices][2-bit values, 4 per byte, element i in bits 2(i mod 4)][zero padding].
-  const int64_t nb = blocks.size(0), k = kept_, packed = (k + 3) / 4;
-  const auto index = std::get<1>(blocks.abs().topk(k, 1));
+  // Per block: [4 header bytes][kept_ entries of entry_bits_ bits, packed from bit 0 of the first byte on]; an
+  // entry is index * 4 + code. Top-k sorts by magnitude, so entry 0 is the block's largest.
+  const int64_t nb = blocks.size(0), k = kept_;
+  const auto [magnitude, found] = blocks.abs().topk(k, 1);
+  auto index = found;
   const auto kept = blocks.gather(1, index);
-  const auto scale = kept.abs().amax(1).to(at::kFloat);
-  const auto safe = at::where(scale > 0, scale, at::ones_like(scale)).to(blocks.scalar_type());
-  // Levels -1, -1/3, 1/3, 1 (of the scale) as 0..3.
-  auto q = at::round((kept / safe.unsqueeze(1) + 1) * 1.5).clamp_(0, 3).to(at::kShort);
-  q = at::constant_pad_nd(q, {0, 4 * packed - k}).reshape({nb, packed, 4});
-  const auto four = q.select(2, 0) + q.select(2, 1) * 4 + q.select(2, 2) * 16 + q.select(2, 3) * 64;
   auto out = bytes.view({nb, block_bytes()});
-  out.zero_();
-  out.narrow(1, 0, kScaleBytes).copy_(scale.reshape({nb, 1}).view(at::kByte));
-  out.narrow(1, kScaleBytes, k).copy_(index);
-  out.narrow(1, kScaleBytes + k, packed).copy_(four);
+  at::Tensor code;
+  if (values_ == TopkValues::Levels) {
+    // Levels -1, -1/3, 1/3, 1 of the largest magnitude, as codes 0..3.
+    const auto scale = magnitude.select(1, 0).to(at::kFloat).contiguous();
+    const auto safe = at::where(scale > 0, scale, at::ones_like(scale)).to(blocks.scalar_type());
+    code = at::round((kept / safe.unsqueeze(1) + 1) * 1.5).clamp_(0, 3).to(at::kInt);
+    out.narrow(1, 0, kScaleBytes).copy_(scale.reshape({nb, 1}).view(at::kByte));
+  } else {
+    // Code: bit 0 the sign, bit 1 the large bin (at or above the mean of the kept non-zero magnitudes). A kept
+    // zero (a block with fewer than k non-zeros) repeats entry 0, so the duplicate writes the same value there.
+    const auto nonzero = magnitude > 0;
+    const auto count = nonzero.sum(1, /*keepdim=*/true).clamp_min(1).to(magnitude.scalar_type());
+    const auto threshold = magnitude.sum(1, /*keepdim=*/true) / count;
+    const auto large = nonzero.logical_and(magnitude >= threshold);
+    const auto small = nonzero.logical_and(large.logical_not());
+    const auto bin_mean = [&](const at::Tensor& in) {
+      return (magnitude * in).sum(1) / in.sum(1).clamp_min(1).to(magnitude.scalar_type());
+    };
+    const auto means = at::stack({bin_mean(small), bin_mean(large)}, 1).to(at::kBFloat16);  // [nb, 2]
+    out.narrow(1, 0, kScaleBytes).copy_(means.contiguous().view(at::kByte));
+    code = (kept < 0).to(at::kInt) + large.to(at::kInt) * 2;
+    code = at::where(nonzero, code, code.narrow(1, 0, 1));
+    index = at::where(nonzero, index, index.narrow(1, 0, 1));
+  }
+  // Each entry's bits, low bit first, then 8 at a time into bytes.
+  const int64_t w = entry_bits_, packed = block_bytes() - kScaleBytes;
+  const auto entry = index.to(at::kInt) * 4 + code;
+  auto bits = entry.unsqueeze(2).bitwise_right_shift(at::arange(w, entry.options())).bitwise_and_(1).reshape({nb, k * w});
+  bits = at::constant_pad_nd(bits, {0, packed * 8 - k * w}).reshape({nb, packed, 8});
+  const auto weights = at::pow(2, at::arange(8, bits.options()));
+  out.narrow(1, kScaleBytes, packed).copy_((bits * weights).sum(2));
 }
 
 at::Tensor Codec::decode_topk(const at::Tensor& bytes, int64_t nb, at::ScalarType dtype) const {
-  const int64_t k = kept_, packed = (k + 3) / 4;
+  const int64_t k = kept_, w = entry_bits_, packed = block_bytes() - kScaleBytes;
   const auto in = bytes.view({nb, block_bytes()});
-  const auto scale = in.narrow(1, 0, kScaleBytes).contiguous().view(at::kFloat).to(dtype);  // [nb, 1]
-  const auto index = in.narrow(1, kScaleBytes, k).to(at::kLong);
-  const auto four = in.narrow(1, kScaleBytes + k, packed).to(at::kShort);
-  const auto q = at::stack({four % 4, at::floor_divide(four, 4) % 4, at::floor_divide(four, 16) % 4,
-                            at::floor_divide(four, 64)},
-                           2)
-                     .reshape({nb, 4 * packed})
-                     .narrow(1, 0, k);
-  const auto values = (q.to(dtype) / 1.5 - 1) * scale;
-  return at::zeros({nb, block_}, at::TensorOptions().dtype(dtype)).scatter_(1, index, values);
+  const auto header = in.narrow(1, 0, kScaleBytes).contiguous();
+  const auto octets = in.narrow(1, kScaleBytes, packed).to(at::kInt);
+  const auto bits = octets.unsqueeze(2).bitwise_right_shift(at::arange(8, octets.options())).bitwise_and_(1)
+                        .reshape({nb, packed * 8})
+                        .narrow(1, 0, k * w)
+                        .reshape({nb, k, w});
+  const auto entry = (bits * at::pow(2, at::arange(w, bits.options()))).sum(2);  // [nb, k]
+  const auto code = entry.bitwise_and(3);
+  const auto index = entry.bitwise_right_shift(2).to(at::kLong);
+  at::Tensor values;
+  if (values_ == TopkValues::Levels) {
+    const auto scale = header.view(at::kFloat).to(dtype);  // [nb, 1]
+    values = (code.to(dtype) / 1.5 - 1) * scale;
+  } else {
+    const auto means = header.view(at::kBFloat16).to(dtype);  // [nb, 2]: small, large
+    const auto sign = 1 - 2 * code.bitwise_and(1).to(dtype);
+    values = sign * means.gather(1, code.bitwise_right_shift(1).to(at::kLong));
+  }
+  return at::zeros({nb, block_}, at::TensorOptions().dtype(dtype).device(bytes.device())).scatter_(1, index, values);
 }
 
 at::Tensor Codec::decode(const at::Tensor& bytes, int64_t n, at::ScalarType dtype) const {

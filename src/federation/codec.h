@@ -3,9 +3,11 @@
 //   bf16     2 bytes per element;
 //   int8     blockwise absmax, values in [-127, 127], 1 + 4/block bytes per element (OpenDiLoCo/prime);
 //   int4     blockwise absmax, values in [-7, 7], two per byte, 1/2 + 4/block (Streaming DiLoCo's 4-bit);
-//   topk:D   the ceil(D x block) largest magnitudes of each block, each as a 1-byte index within the block and a
-//            2-bit value (levels -1, -1/3, 1/3, 1 of the block's largest kept magnitude), the block's bytes
-//            padded to 4 (SparseLoCo's top-k with 2-bit values; every other element travels as zero).
+//   topk:D   the ceil(D x block) largest magnitudes of each block (SparseLoCo's top-k per chunk), each as its
+//            index within the block in ceil(log2 block) bits and a 2-bit value, packed; every other element travels
+//            as zero. Values (federation.topk_values): `means` (a sign and a magnitude bin, small or large at the
+//            kept magnitudes' mean, each bin decoded to its magnitudes' mean, two bf16 per block; an exact zero
+//            decodes to zero) or `levels` (-1, -1/3, 1/3, 1 of the block's largest magnitude, an fp32 scale).
 // Encoded chunks are fixed-size raw bytes, so they travel through all-to-all and all-gather unchanged; the sum
 // happens after decoding, in the master dtype, and what an encoding lost stays in the sender's error feedback.
 #pragma once
@@ -19,11 +21,17 @@ namespace fedshard::federation {
 
 // Whether a codec is cut into blocks (int8, int4, topk:D): its residuals are cut the same way.
 bool blockwise_codec(const std::string& spec);
+// Whether spec is topk:D.
+bool sparse_codec(const std::string& spec);
+
+// How topk:D's kept values travel (federation.topk_values).
+enum class TopkValues { Means, Levels };
+TopkValues parse_topk_values(const std::string& name);  // means | levels; throws on anything else
 
 class Codec {
  public:
   // spec: bf16 | int8 | int4 | topk:D (0 < D <= 1); block: elements per scale. Throws on anything else.
-  Codec(const std::string& spec, int64_t block);
+  Codec(const std::string& spec, int64_t block, TopkValues values = TopkValues::Means);
 
   // Chunks are cut in multiples of this many elements (the block; bf16: 1).
   int64_t granule() const { return kind_ == Kind::Bf16 ? 1 : block_; }
@@ -46,7 +54,9 @@ class Codec {
 
   Kind kind_;
   int64_t block_;
-  int64_t kept_ = 0;  // topk: values kept per block
+  TopkValues values_;
+  int64_t kept_ = 0;        // topk: values kept per block
+  int64_t entry_bits_ = 0;  // topk: bits of one kept value, its index and 2-bit code
 };
 
 }  // namespace fedshard::federation

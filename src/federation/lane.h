@@ -74,6 +74,9 @@ class Lane {
   // Runs fn while this rank's shard holds the latest global model instead of its group's own (evaluation under
   // overlap, where no step ends with the groups equal).
   virtual void with_global_model(const std::function<void()>& fn) = 0;
+  // Runs fn while this rank's shard holds the global model plus what error feedback still owes (eval.backlog):
+  // by conservation, the model rounds that lost nothing would have reached; tells a codec's lag from its damage.
+  virtual void with_backlog_model(const std::function<void()>& fn) = 0;
 
   // What checkpoints keep of the lane (train/rank_state.h): per unit, the outer optimizer's state and the lane's own
   // tensors (the last global slice, error feedback, a settled round in flight), written back by name; the units of

@@ -246,9 +246,15 @@ void price_round(RankPricer& p, const comm::Layout& l, const Workload& w, const 
       p.add(c, comm::Collective::AllReduce, static_cast<double>(sb - sa) * w.reduce_bytes, true, false, unit);
       continue;
     }
-    // Mirrors Aggregator::issue_compressed: G chunks of whole granules, all-to-all then all-gather.
+    // Mirrors Aggregator::issue_compressed: G chunks of whole granules, all-to-all then all-gather; topk:D's union
+    // mean: the whole piece in whole granules, all-gathered.
     const federation::Codec codec(w.compress, w.compress_block);
     const int64_t g = c.size, granule = codec.granule();
+    if (federation::sparse_codec(w.compress) && w.sparse_mean == "union") {
+      const int64_t piece = (sb - sa + granule - 1) / granule * granule;
+      p.add(c, comm::Collective::AllGather, static_cast<double>(g * codec.encoded_bytes(piece)), true, false, unit);
+      continue;
+    }
     const int64_t chunk = (sb - sa + g * granule - 1) / (g * granule) * granule;
     const double wire = static_cast<double>(g * codec.encoded_bytes(chunk));
     p.add(c, comm::Collective::AllToAll, wire, true, false, unit);

@@ -77,6 +77,7 @@ struct Workload {
   // federation.compress / compress_block / overlap: the round's wire format and whether it hides behind steps.
   std::string compress = "none";
   int64_t compress_block = 256;
+  std::string sparse_mean = "union";  // federation.sparse_mean (topk:D)
   std::string round_overlap = "none";
   std::string slow;          // train.slow: RANK=FACTOR,group:G=FACTOR (parallel/slow_ranks.h)
   bool timed_rounds = false;  // federation.round = seconds:T: no group waits for a slower one between rounds

@@ -58,7 +58,7 @@ Shard::Shard(ServeOptions opts, std::function<Decision(const Report&)> report, c
   identity_ = store_.identity();
   if (identity_) {
     ranges_.emplace(std::vector<int64_t>{identity_->total});
-    if (identity_->codec != "none") codec_.emplace(identity_->codec, identity_->block);
+    if (identity_->codec != "none") codec_.emplace(identity_->make_codec());
   }
   if (const auto c = store_.committed()) {
     FS_CHECK(identity_.has_value(), store_.dir(), ": a committed round without identity.json");
@@ -112,7 +112,7 @@ HelloReply Shard::hello(const Hello& h, const std::string& site) {
     store_.pin(theirs);
     identity_ = theirs;
     ranges_.emplace(std::vector<int64_t>{theirs.total});
-    if (theirs.codec != "none") codec_.emplace(theirs.codec, theirs.block);
+    if (theirs.codec != "none") codec_.emplace(theirs.make_codec());
     std::fprintf(stderr, "fedshard serve: shard %d/%d: federation pinned by site %s: %s, tokenizer %s, deltas as %s; "
                  "elements [%lld, %lld) of %lld\n", opts_.shard, opts_.shards, site.c_str(), theirs.model.c_str(),
                  theirs.tokenizer.c_str(), theirs.codec.c_str(), static_cast<long long>(range().begin),

@@ -79,7 +79,7 @@ SiteLane::SiteLane(parallel::ShardedModel& model, comm::Topology& topo, optim::O
         return numel;
       }()) {
   FS_CHECK(!site_.servers.empty(), "sites.server names no round server shard");
-  if (opts_.compress != "none") codec_.emplace(opts_.compress, opts_.compress_block);
+  if (opts_.compress != "none") codec_.emplace(site_.identity.make_codec());
   site_.identity.total = ranges_.total();
   shards_ = static_cast<int>(site_.servers.size());
   clients_.resize(site_.servers.size());
@@ -317,11 +317,11 @@ federation::Agreement SiteLane::begin(const std::vector<size_t>& units, double w
       }
       r.encoded.emplace_back();
     } else {
-      // Error feedback: what this rank's encodings lost so far is sent now, unweighted (the server weighs).
+      // Error feedback: what this rank's encodings lost so far (decayed) is sent now, unweighted (the server weighs).
       head.payload = Payload::Delta;
       auto residual = residual_[p.unit].narrow(0, p.offset, n);
-      const auto delta =
-          (slice_of(p.unit).narrow(0, p.offset, n).to(at::kCPU) - global_[p.unit].narrow(0, p.offset, n)) + residual;
+      const auto delta = (slice_of(p.unit).narrow(0, p.offset, n).to(at::kCPU) - global_[p.unit].narrow(0, p.offset, n))
+                             .add_(residual, opts_.ef_decay);
       auto decoded = at::empty_like(delta);
       const int64_t step = kSendChunk / codec_->granule() * codec_->granule();
       for (int64_t from = 0; from < n; from += step) {
@@ -544,6 +544,11 @@ int64_t SiteLane::global_checksum() const {
   int64_t sum = 0;
   for (const auto& g : global_) sum += g.contiguous().view(at::kInt).to(at::kLong).sum().item<int64_t>();
   return sum;
+}
+
+void SiteLane::with_backlog_model(const std::function<void()>&) {
+  // The other sites' residuals are theirs: train/config.cpp refuses eval.backlog for a site.
+  throw Error("eval.backlog is an in-job diagnostic: a site holds its own residual only");
 }
 
 void SiteLane::with_global_model(const std::function<void()>& fn) {

@@ -47,6 +47,7 @@ class SiteLane final : public federation::Lane {
   at::Tensor nonfinite_flag() const override;
   int64_t global_checksum() const override;
   void with_global_model(const std::function<void()>& fn) override;
+  void with_backlog_model(const std::function<void()>& fn) override;
 
   std::vector<std::map<std::string, at::Tensor>> outer_state() override;
   std::vector<std::map<std::string, at::Tensor>> state() const override;

@@ -138,7 +138,10 @@ const std::vector<Binding>& bindings() {
       key_binding("federation.inner_state", &TrainConfig::inner_state, "inner optimizer state after a sync: keep | average | reset"),
       key_binding("federation.overlap", &TrainConfig::overlap, "none | delayed (a round stays in flight until the next, K steps later) | streaming:F (F fragments, one every K/F steps)"),
       key_binding("federation.compress", &TrainConfig::compress, "a group's model delta on the wire: none | bf16 | int8 | int4 | topk:D (federation/codec.h; error feedback)"),
-      key_binding("federation.compress_block", &TrainConfig::compress_block, "int8, int4, topk:D: elements per block (a multiple of 4; int4: of 8; topk: at most 256)"),
+      key_binding("federation.compress_block", &TrainConfig::compress_block, "int8, int4, topk:D: elements per block (a multiple of 4; int4: of 8; topk: at most 16384)"),
+      key_binding("federation.topk_values", &TrainConfig::topk_values, "topk:D's kept values: means (sign and two magnitude bins, each its mean) | levels (-1, -1/3, 1/3, 1 of the largest)"),
+      key_binding("federation.ef_decay", &TrainConfig::ef_decay, "error feedback: the residual's factor before it joins the next round's delta, in [0, 1]"),
+      key_binding("federation.sparse_mean", &TrainConfig::sparse_mean, "topk:D: the groups' mean as the union of their sparse changes (union) or the owner's top-k of it (sparsified)"),
       key_binding("federation.round", &TrainConfig::round, "steps (every parallel.sync_every steps) | steps:K | seconds:T (each group takes the steps that fit in T seconds of its own time)"),
       key_binding("federation.clock", &TrainConfig::clock, "what federation.round = seconds:T measures a step with: wall (its wall time) | emulated:SECONDS (SECONDS times the group's train.slow factor, the same on any machine; train.slow then sleeps not)"),
       key_binding("federation.normalize", &TrainConfig::normalize, "none | steps (FedNova: each group's delta divided by its steps, rescaled by the mean)"),
@@ -159,6 +162,7 @@ const std::vector<Binding>& bindings() {
       key_binding("network.inter_group", &TrainConfig::link_inter_group, "emulated link between federation groups"),
       key_binding("eval.every", &TrainConfig::eval_every, "steps between evaluations; 0 = only at the end"),
       key_binding("eval.windows", &TrainConfig::eval_windows, "validation windows per evaluation; 0 = all"),
+      key_binding("eval.backlog", &TrainConfig::eval_backlog, "compressed in-job rounds: the last evaluation also evaluates the global model plus every residual error feedback still owes (model \"backlog\": what rounds that lost nothing would have reached)"),
       key_binding("checkpoint.every", &TrainConfig::checkpoint_every, "steps between checkpoints; 0 = only at the end"),
       key_binding("checkpoint.keep", &TrainConfig::checkpoint_keep, "complete checkpoints to keep"),
       key_binding("train.resume", &TrainConfig::resume, "auto (latest checkpoint of train.out, if any) or a checkpoint directory"),
@@ -265,7 +269,14 @@ void validate(const TrainConfig& c) {
   FS_CHECK(c.compress_block > 0 && c.compress_block % 4 == 0,
            "federation.compress_block must be a positive multiple of 4, got ", c.compress_block);
   if (c.compress != "none") federation::Codec(c.compress, c.compress_block);  // the codec's own checks
+  federation::parse_topk_values(c.topk_values);
+  FS_CHECK(c.ef_decay >= 0 && c.ef_decay <= 1, "federation.ef_decay must be in [0, 1], got ", c.ef_decay);
+  FS_CHECK(c.sparse_mean == "union" || c.sparse_mean == "sparsified",
+           "federation.sparse_mean must be union or sparsified, got '", c.sparse_mean, "'");
   FS_CHECK(c.eval_every >= 0 && c.eval_windows >= 0, "eval.every and eval.windows must not be negative");
+  FS_CHECK(!c.eval_backlog || (c.compress != "none" && c.server.empty() && c.strategy.rfind("fl-", 0) == 0),
+           "eval.backlog needs in-job compressed rounds (an fl-* strategy with federation.compress, not a site): only "
+           "they leave a backlog in error feedback");
   FS_CHECK(c.log_every > 0, "train.log_every must be positive");
   FS_CHECK(c.grad_accum > 0, "train.grad_accum must be positive, got ", c.grad_accum);
   FS_CHECK(c.checkpoint_every >= 0, "checkpoint.every must not be negative");

@@ -65,6 +65,10 @@ struct TrainConfig {
   std::string overlap = "none";      // none | delayed | streaming:F (federation/schedule.h)
   std::string compress = "none";     // none | bf16 | int8 | int4 | topk:D: a group's delta on the wire (federation/codec.h)
   int64_t compress_block = 256;      // elements per block of the blockwise codecs
+  std::string topk_values = "means"; // topk:D's kept values: means | levels (federation/codec.h)
+  double ef_decay = 1.0;             // error feedback's decay per round (federation/aggregator.h)
+  std::string sparse_mean = "union"; // topk:D: union | sparsified (federation/aggregator.h)
+  bool eval_backlog = false;         // the last evaluation also evaluates the global model plus the residuals
   std::string round = "steps";       // steps | steps:K | seconds:T (federation/schedule.h)
   std::string normalize = "none";    // none | steps (FedNova: deltas divided by the steps each group took)
   std::string clock = "wall";        // wall | emulated:SECONDS: what time-based rounds measure a step with

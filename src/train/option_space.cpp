@@ -105,8 +105,16 @@ const std::vector<OptionDecl>& declared_options() {
        "Residuals start at zero from `none` (between two rounds, as `parallel.reduce_dtype`). A checkpoint of "
        "`bf16`/`int8`/`int4`/`topk:D` holds error-feedback residuals that only the same codec can send",
        [](const TrainConfig& c) { return c.compress != "none"; }},
-      {"federation.compress_block", "a positive multiple of 4 (int4: of 8; topk: at most 256)", {"256"},
+      {"federation.compress_block", "a positive multiple of 4 (int4: of 8; topk: at most 16384)", {"256"},
        R::SameWithResiduals, "no, under `int8`/`int4`/`topk:D`", "Their residuals are cut in the checkpoint's blocks"},
+      {"federation.topk_values", "means | levels", {"means", "levels"}, R::Free, "yes",
+       "How the next rounds encode their kept values; the residuals are values, not encodings (a site's server "
+       "refuses a change: it is part of the federation's identity)"},
+      {"federation.ef_decay", "a factor in [0, 1]", {"1", "0.9"}, R::Free, "yes",
+       "A factor of the next rounds' residuals, not state"},
+      {"federation.sparse_mean", "union | sparsified", {"union", "sparsified"}, R::Free,
+       "yes (to `union`, the owners' residuals of the averaged chunks are dropped)",
+       "The groups' own residuals carry on either way; `union` has no owner"},
       {"parallel.reduce_dtype", "float32 | bfloat16 | float64", {"float32", "bfloat16"}, R::NeedsGlobal,
        "yes, if the last global model is known",
        "Narrower than the master dtype, rounds send deltas from the last global model: the checkpoint holds it "
@@ -163,6 +171,32 @@ const std::vector<RefusalDecl>& declared_refusals() {
       d.message = fl_only;
       v.push_back(d);
     }
+    // Options of one codec's rounds, set where that codec is not used, would be silently ignored.
+    for (const char* key : {"federation.topk_values", "federation.sparse_mean"}) {
+      RefusalDecl d;
+      d.name = cat("topk-only:", key);
+      d.all = {{key, Op::IsNot, {std::string(key) == "federation.topk_values" ? "means" : "union"}},
+               {"federation.compress", Op::NotStartsWith, {"topk:"}}};
+      d.why = "only topk:D's rounds keep values and take a sparse mean";
+      d.message = [key](const Combination& c) {
+        return cat(key, " = ", option_value(c.cfg, key), " applies to federation.compress = topk:D only (it is ",
+                   c.cfg.compress, ")");
+      };
+      v.push_back(d);
+    }
+    {
+      RefusalDecl d;
+      d.name = "compress-only:federation.ef_decay";
+      d.all = {{"federation.compress", Op::Is, {"none"}}};
+      d.computed = [](const Combination& c) { return c.cfg.ef_decay != 1; };
+      d.computed_says = "federation.ef_decay is not 1";
+      d.why = "uncompressed rounds keep no error feedback to decay";
+      d.message = [](const Combination& c) {
+        return cat("federation.ef_decay = ", c.cfg.ef_decay, " decays error feedback, which only compressed rounds keep ",
+                   "(federation.compress = none)");
+      };
+      v.push_back(d);
+    }
     v.push_back(site_refusal("site-in-job-groups", {{"parallel.strategy", Op::NotIn, kUnsharded}},
                              "a site is one federation group; in-job groups inside it are a second level not built yet",
                              "a site trains as one group: use ddp, fsdp or hsdp inside it (in-job federation groups "
@@ -171,6 +205,12 @@ const std::vector<RefusalDecl>& declared_refusals() {
                              "the round server applies the outer optimizer, once per round",
                              "the round server applies the outer optimizer (fedshard serve --outer nesterov); the "
                              "site's federation.outer_optimizer must stay fedavg"));
+    v.push_back(site_refusal("site-sparse-union",
+                             {{"federation.compress", Op::StartsWith, {"topk:"}}, {"federation.sparse_mean", Op::Is, {"union"}}},
+                             "the round server encodes the new global model's change once for every site",
+                             "the round server sends the averaged change encoded once, top-k again (set "
+                             "federation.sparse_mean = sparsified); the union of the sites' changes is not built across "
+                             "sites"));
     v.push_back(site_refusal("site-average", {{"federation.inner_state", Op::Is, {"average"}}},
                              "the round server averages models, not optimizer state",
                              "the round server averages models, not optimizer state: federation.inner_state = average "

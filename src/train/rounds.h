@@ -73,6 +73,8 @@ class Rounds {
   void settle(int64_t step);
   // Runs fn on the latest global model (evaluation under overlap, where no step ends with the groups equal).
   void with_global_model(const std::function<void()>& fn) { lane_->with_global_model(fn); }
+  // Runs fn on the global model plus what error feedback still owes (eval.backlog).
+  void with_backlog_model(const std::function<void()>& fn) { lane_->with_backlog_model(fn); }
   // federation.audit: this rank's part of the global model's checksum after the round at `step`.
   void audit(int64_t step);
   // What a checkpoint after `r`'s step records of the rounds: the schedule's counters and, where the groups met at

@@ -66,6 +66,7 @@ sites::SiteOptions site_options(const TrainSetup& s) {
   o.identity.tokenizer = s.tokenizer_id;
   o.identity.codec = cfg.compress;
   o.identity.block = federation::blockwise_codec(cfg.compress) ? cfg.compress_block : 0;
+  o.identity.values = federation::sparse_codec(cfg.compress) ? cfg.topk_values : "";
   return o;
 }
 
@@ -96,6 +97,9 @@ EngineSpec engine_spec(const TrainSetup& s, MPI_Comm base, at::Device device) {
                                                  e.sharding.reduce_dtype,
                                                  cfg.compress,
                                                  cfg.compress_block,
+                                                 federation::parse_topk_values(cfg.topk_values),
+                                                 cfg.ef_decay,
+                                                 cfg.sparse_mean,
                                                  cfg.overlap != "none",
                                                  cfg.normalize == "steps"};
   if (!cfg.server.empty()) e.site = site_options(s);

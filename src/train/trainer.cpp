@@ -408,6 +408,14 @@ void Trainer::evaluate_global(int64_t step) {
   });
   last_eval_ = e;
   log_.eval(step, tokens_.through(step), "global", e, seconds_since(run_start_));
+  if (!s_.cfg.eval_backlog || !cadence_.last_step(step)) return;
+  EvalResult owed;
+  recovery_.until_done(step, "evaluation", Agreement::Succeeded, [&] {
+    rounds_->with_backlog_model([&] {
+      owed = evaluate(*engine_.sharded, *s_.val, s_.cfg.eval_windows, s_.cfg.batch_size, engine_.topo->world());
+    });
+  });
+  log_.eval(step, tokens_.through(step), "backlog", owed, seconds_since(run_start_));
 }
 
 void Trainer::evaluate_group(int64_t step) {
