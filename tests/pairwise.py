@@ -265,6 +265,8 @@ def refusal_configs(space):
             cfg["parallel.emulate"], cfg["parallel.groups"] = "4x2", "2,2"
         elif comp == "in-job recovery does not cover the job":
             cfg["parallel.groups"] = "4,2"  # unequal groups
+        elif comp == "federation.ef_decay is not 1":
+            cfg["federation.ef_decay"] = next(x for x in factors["federation.ef_decay"] if x not in ("", "1"))
         if cfg.get("parallel.emulate"):
             cfg["parallel.groups"] = "2,2"
         if extra.get("sites.server"):
@@ -376,6 +378,7 @@ def bytes_ok(bin_, v, out, world):
            "--grad-accum", v["train.grad_accum"]]
     if fl:
         cmd += ["--groups", v["parallel.groups"], "--compress", v["federation.compress"],
+                "--sparse-mean", v["federation.sparse_mean"] or "union",
                 "--federation-overlap", v["federation.overlap"], "--round",
                 "steps" if v["federation.round"] == "steps" else v["federation.round"]]
     if strategy.endswith("hsdp"):

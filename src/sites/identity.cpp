@@ -19,8 +19,7 @@ Identity Identity::from_json(const nlohmann::json& j) {
     i.values = j.contains("values") ? j.at("values").get<std::string>() : federation::sparse_codec(i.codec) ? "means" : "";
     i.total = j.at("total").get<int64_t>();
     FS_CHECK(i.total > 0 && i.block >= 0, "a model of ", i.total, " elements, block ", i.block);
-    FS_CHECK(i.values == (federation::sparse_codec(i.codec) ? i.values : std::string()) &&
-                 (i.values.empty() || i.values == "means" || i.values == "levels"),
+    FS_CHECK(federation::sparse_codec(i.codec) ? i.values == "means" || i.values == "levels" : i.values.empty(),
              "topk values '", i.values, "' for codec ", i.codec);
     return i;
   } catch (const Error&) {
