@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <tuple>
 
 #include "util/error.h"
 
@@ -112,8 +113,9 @@ void Codec::encode_topk(const at::Tensor& blocks, at::Tensor bytes) const {
   // Per block: [4 header bytes][kept_ entries of entry_bits_ bits, packed from bit 0 of the first byte on]; an
   // entry is index * 4 + code. Top-k sorts by magnitude, so entry 0 is the block's largest.
   const int64_t nb = blocks.size(0), k = kept_;
-  const auto [magnitude, found] = blocks.abs().topk(k, 1);
-  auto index = found;
+  const auto largest = blocks.abs().topk(k, 1);
+  const auto& magnitude = std::get<0>(largest);  // a plain name: C++17 lambdas cannot capture structured bindings
+  auto index = std::get<1>(largest);
   const auto kept = blocks.gather(1, index);
   auto out = bytes.view({nb, block_bytes()});
   at::Tensor code;
