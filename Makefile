@@ -79,7 +79,7 @@ test-asan: setup-hf build-asan
 # What `make test` (CI) runs of it, to stay inside CI's time: every unit test and fuzz target, each multi-rank
 # test at its smallest world that still slices a model inside a group or crosses groups, Parquet input (its
 # helper process and protocol; the sentencepiece helper runs in test_tokenizer) and the sites' lane and round server.
-ASAN_CI = ^(test_(model|kernels|tokenizer|data|partition|plan|report|safetensors|preemption)$$|test_(sharding|train|checkpoint|relaxed_rounds|link_emulation)_np2$$|test_(federation|plan_measured)_np4$$|test_ring_ops_np[23]$$|fuzz_|prepare_parquet$$|sites$$)
+ASAN_CI = ^(test_(model|kernels|tokenizer|data|partition|plan|report|safetensors|preemption|site_rounds)$$|test_(sharding|train|checkpoint|relaxed_rounds|link_emulation)_np2$$|test_(federation|plan_measured)_np4$$|test_ring_ops_np[23]$$|fuzz_|prepare_parquet$$|sites$$)
 test-asan-ci: setup-hf build-asan
 	@cd $(ASAN_BUILD) && $(ASAN_ENV) ctest --output-on-failure --timeout 900 -j$(TEST_JOBS) -R '$(ASAN_CI)'
 

@@ -160,6 +160,15 @@ if "$bin" --version | grep -q "sites: yes"; then
   expect "serve: shard 1 without its coordinator" "shards other than 0 report to shard 0" -- "${serve[@]}" --shard 1/2
   expect "serve: no key" "--tls-key is required" -- "$bin" serve --state "$tmp/serve" --port 0 --tls-cert "$tmp/site-a.pem" --tls-ca "$tmp/ca.pem"
   expect "serve: an unknown outer optimizer" "--outer" -- "${serve[@]}" --outer adam
+  expect "serve: an unknown aggregation" "--aggregate must be mean, trimmed:F or median, not 'krum'" -- \
+    "${serve[@]}" --aggregate krum
+  expect "serve: a trimmed mean dropping half" "--aggregate trimmed:0.5: F must be a fraction in [0, 0.5)" -- \
+    "${serve[@]}" --aggregate trimmed:0.5
+  expect "serve: a norm bound on shard 1" "--aggregate, --norm-bound and --norm-action are shard 0's" -- \
+    "${serve[@]}" --shard 1/2 --coordinator localhost:9 --norm-bound 5
+  expect "serve: a negative norm bound" "--norm-bound must be a norm >= 0 (0: no bound), got -1" -- "${serve[@]}" --norm-bound -1
+  expect "site: a malformed attack plan" "FEDSHARD_SITE_ATTACK must be scale:S or random:SIGMA, got \"scale:x\"" -- \
+    env FEDSHARD_SITE_ATTACK=scale:x "${site[@]}" "${tls[@]}"
   expect "plan: site links without sites" "--site-link prices sites: add --sites" -- \
     "$bin" plan --model tiny --vocab-size 300 --site-link 1Gbit/s,1ms
   expect "plan: sites of 0 ranks" "--sites '4x0'" -- "$bin" plan --model tiny --vocab-size 300 --sites 4x0 --site-link 1Gbit/s,1ms

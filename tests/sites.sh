@@ -14,6 +14,14 @@
 #    is the uninterrupted run's;
 #  - a site whose certificate comes from another CA, has expired, or is missing (a real gRPC client without one) is
 #    refused with one line on the server and on the site; the round goes on with the others;
+#  - a hostile client (tests/sites_probe.py: grpcio and the protocol as docs/sites.md gives it, not fedshard's code)
+#    with a certificate of the CA sends every bad message of issue 63's list: each refused with its status and line,
+#    and the global model is only what its valid submissions made;
+#  - a certificate revoked while the server runs (its CRL file replaced) is refused from then on; random bytes on the
+#    port where a TLS handshake belongs are dropped; the rounds go on;
+#  - a hostile site (random values in place of its change, at every round): refused by a norm bound while the
+#    honest site's rounds go on, or clipped to the bound and taken by the coordinate-wise median of three sites; the
+#    global model stays finite and every site ends holding the server's;
 #  - a site 50 ms one way from the server (network namespaces joined by bench/wan_link.c) holds its rounds.
 # Usage: sites.sh FEDSHARD_BINARY
 set -u
@@ -66,7 +74,7 @@ serve() {  # DIR I M [ARGS...]: a shard in the background; its port in DIR.port
 site() {  # NAME OUT STEPS [ARGS...]: a site's job in the background (pid in $site_pid)
   local name=$1 out=$2 steps=$3
   shift 3
-  timeout -k 5 300 "${mpi[@]}" ${FEDSHARD_FAULT:+-x FEDSHARD_FAULT} -np 2 $(rank_files "$out.ranks") "$bin" "${common[@]}" \
+  timeout -k 5 300 "${mpi[@]}" ${FEDSHARD_FAULT:+-x FEDSHARD_FAULT} ${FEDSHARD_SITE_ATTACK:+-x FEDSHARD_SITE_ATTACK} -np 2 $(rank_files "$out.ranks") "$bin" "${common[@]}" \
     --strategy fsdp --steps "$steps" \
     --site "$name" --tls-cert "$name.pem" --tls-key "$name.key" --tls-ca ca.pem --out "$out" "$@" >"$out.log" 2>&1 &
   site_pid=$!
@@ -246,9 +254,15 @@ kill_and_restart "shard 1 of 2 killed as it is about to prepare round 2, started
 kill_and_restart "shard 0 of 2 (the coordinator) killed as it is about to commit round 1, started again" 0 1 commit
 
 # 5. Certificates: another CA's, an expired one, none (a real gRPC client); each refused in one line on both sides
-# while sites A and B finish their rounds together.
-mkdir -p tls
-serve tls/s0 0 1 --round-deadline 300 --quorum 2
+# while sites A and B finish their rounds together. Site C's certificate passes the handshake until the CA's holder
+# revokes it: the server reads its CRL file again when it changes, and refuses C from then on. Random bytes on the
+# port are dropped.
+mkdir -p tls crl
+touch crl/index.txt
+echo 1000 >crl/crlnumber
+printf '[ca]\ndefault_ca=d\n[d]\ndatabase=crl/index.txt\ncrlnumber=crl/crlnumber\ndefault_md=sha256\ndefault_crl_days=30\n' >crl.cnf
+openssl ca -config crl.cnf -keyfile ca.key -cert ca.pem -gencrl -out federation.crl 2>/dev/null
+serve tls/s0 0 1 --round-deadline 300 --quorum 2 --tls-crl federation.crl
 addresses="localhost:$(cat tls/s0.port)"
 site site-a tls/a 12 --server "$addresses" --set sites.data=0/2
 pa=$site_pid
@@ -272,13 +286,135 @@ if "$venv/bin/python3" "$here/sites_client.py" "localhost:$(cat tls/s0.port)" ca
 else
   fail "no certificate: $(tail -n 2 tls/nocert.log)"
 fi
+knock() { "$venv/bin/python3" "$here/sites_client.py" "$@" 2>&1 | tail -n 1; }
+before=$(knock "localhost:$(cat tls/s0.port)" ca.pem site-c.pem site-c.key)
+openssl ca -config crl.cnf -keyfile ca.key -cert ca.pem -revoke site-c.pem 2>/dev/null
+openssl ca -config crl.cnf -keyfile ca.key -cert ca.pem -gencrl -out crl/new.crl 2>/dev/null
+mv crl/new.crl federation.crl
+after=$(knock "localhost:$(cat tls/s0.port)" ca.pem site-c.pem site-c.key)
+if [[ "$before" == INVALID_ARGUMENT* ]] && [[ "$after" == "UNAUTHENTICATED: its certificate has been revoked"* ]] &&
+   grep -q "federation.crl read again" tls/s0.log && grep -q "refused a hello from .*has been revoked" tls/s0.log; then
+  ok "a certificate revoked while the server runs: it passed before ('$before'), refused after ('$after')"
+else
+  fail "a revoked certificate: before the CRL changed '$before', after '$after'"
+fi
+noise=$("$venv/bin/python3" "$here/sites_client.py" --random-bytes "localhost:$(cat tls/s0.port)" 2>&1 | tail -n 1)
+[[ "$noise" == "the server "* ]] && ok "random bytes on the port: $noise" || fail "random bytes on the port: $noise"
 wait $pa; ra=$?; wait $pb; rb=$?
 [ $ra -eq 0 ] && [ $rb -eq 0 ] && [ "$(grep -c 'committed with sites \[site-a, site-b\]' tls/s0.log)" -eq 3 ] &&
-  ok "the refused sites left the rounds alone: sites A and B took all 3 rounds together (exit 0)" ||
+  ok "the refused sites and the noise left the rounds alone: sites A and B took all 3 rounds together (exit 0)" ||
   fail "the rounds beside the refused sites: $ra, $rb, $(grep -c committed tls/s0.log) rounds"
 stop_servers
 
-# 6. Across a WAN: a site 50 ms one way from the server (a 100 ms round trip), each in a network namespace of its
+# 5b. A hostile client's bad messages, against a shard of its own (no other site: each round is where it put it).
+mkdir -p probe
+serve probe/s0 0 1 --round-deadline 300
+"$venv/bin/python3" "$here/sites_probe.py" "localhost:$(cat probe/s0.port)" ca.pem site-c.pem site-c.key site-c \
+  >probe/out.txt 2>probe/err.txt
+stop_servers
+probe_fails=0
+while IFS='|' read -r case want; do
+  got=$(grep -m1 "^$case: " probe/out.txt | cut -d' ' -f1- | sed "s/^$case: //")
+  if [[ "$got" != "$want"* ]]; then
+    fail "a hostile client, $case: got '$got', must be '$want...'"
+    probe_fails=$((probe_fails + 1))
+  elif [[ "$want" != OK && "$want" != RESOURCE_EXHAUSTED* ]] &&
+       ! grep -F "from site-c (" probe/s0.log | grep -qF "): ${want#*: }"; then
+    fail "a hostile client, $case: the server's log has no line for it"
+    probe_fails=$((probe_fails + 1))
+  fi
+done <<'EOF_CASES'
+protocol version 2|FAILED_PRECONDITION: protocol version 2; this server speaks 1
+a hello naming another site|PERMISSION_DENIED: the site calls itself 'someone-else' but its certificate names 'site-c'
+a malformed identity|INVALID_ARGUMENT: a malformed federation identity
+random bytes as a hello|INVALID_ARGUMENT: hello: not a fedshard site message
+the first hello pins the federation|OK
+another federation identity|FAILED_PRECONDITION: another federation: tokenizer: the server's is probe, the site's another tokenizer
+round 0, a whole model|OK
+round 0 committed|OK
+a replay of round 0|ABORTED: round 0 is closed
+a round from the future|ABORTED: round 5 is not open
+a submission for another site|PERMISSION_DENIED: a submission for site 'someone-else' from site 'site-c'
+a delta where the round takes models|INVALID_ARGUMENT: round 1 takes float32 models
+elements beyond the shard's|INVALID_ARGUMENT: elements [0, 1001) are not within this shard's [0, 1000)
+a chunk of the wrong length|INVALID_ARGUMENT: a chunk of 1000 float32 values in 3998 bytes
+a chunk outside its submission|INVALID_ARGUMENT: a chunk of elements [400, 600) outside the submission's [0, 500)
+a NaN|INVALID_ARGUMENT: a chunk at element 0 holds a NaN or an infinity
+an infinity|INVALID_ARGUMENT: a chunk at element 0 holds a NaN or an infinity
+a chunk whose checksum fails|DATA_LOSS: chunk at element 0: checksum mismatch
+a stream cut in the middle|DATA_LOSS: the stream ended before elements [0, 1000) arrived
+a message larger than a chunk may be|RESOURCE_EXHAUSTED: Received message larger than max
+trailing bytes after a header|INVALID_ARGUMENT: submission header: 1 bytes after the message
+an empty submission|INVALID_ARGUMENT: an empty submission
+a valid round 1 after all that|OK
+EOF_CASES
+# (gRPC refuses the oversized message before fedshard reads it: the server's line is then that the stream ended.)
+if [ "$(grep -c . probe/out.txt)" -ne 24 ] || ! grep -qx "round 1's global model: \[2.0\]" probe/out.txt; then
+  fail "a hostile client: $(grep -c . probe/out.txt) lines of 24, the model: $(tail -n 1 probe/out.txt) $(tail -n 1 probe/err.txt)"
+elif [ $probe_fails -eq 0 ]; then
+  ok "a hostile client's 21 bad messages (protocol version, names, identity, replay and future rounds, lengths, ranges, NaN, Inf, checksum, cut and oversized streams, garbage): each refused with its line on both sides; round 1's global model is its one valid submission's"
+fi
+
+# 6. A hostile site (FEDSHARD_SITE_ATTACK). (a) Site B sends random values (sigma 0.5: a norm of about 180 over the
+# model's 131,648 elements) in place of its change; the server refuses any delta whose norm is above 50 (an honest
+# one here is below 10): B is left out of rounds 1-3, which go on with A, and both jobs end 0 holding the server's
+# model. (A scaled change would not do here: it shrinks with the learning rate's decay, below the bound by round 3.) (b) Site C sends random values (sigma 1) with A and B honest; the server clips
+# each delta to norm 50 and takes the coordinate-wise median: C's delta is clipped at every round, to the bound.
+committed_model() {  # STATE-DIR: the committed global model as site_model sums it
+  $py -c "
+import array, json, struct
+raw = open('$1/committed.safetensors', 'rb').read()
+n = struct.unpack('<Q', raw[:8])[0]
+begin, end = json.loads(raw[8:8 + n])['global']['data_offsets']
+v = array.array('f', raw[8 + n + begin:8 + n + end])
+assert all(x == x and abs(x) != float('inf') for x in v), 'a non-finite global model'
+print(sum(array.array('i', raw[8 + n + begin:8 + n + end])))"
+}
+mkdir -p hostile
+serve hostile/s0 0 1 --round-deadline 300 --quorum 2 --norm-bound 50 --norm-action refuse
+addresses="localhost:$(cat hostile/s0.port)"
+site site-a hostile/a 12 --server "$addresses" --set sites.data=0/2
+pa=$site_pid
+FEDSHARD_SITE_ATTACK=random:0.5 site site-b hostile/b 12 --server "$addresses" --set sites.data=1/2
+pb=$site_pid
+wait $pa; ra=$?; wait $pb; rb=$?
+stop_servers
+model=$(committed_model hostile/s0)
+if [ $ra -ne 0 ] || [ $rb -ne 0 ]; then
+  fail "a hostile site refused: jobs ended $ra, $rb: $(tail -n 1 hostile/b.log)"
+elif [ "$(grep -c "site site-b's delta has norm .*, above the bound 50: refused" hostile/s0.log)" -ne 3 ] ||
+     [ "$(grep -c 'round [1-3] committed with sites \[site-a\]' hostile/s0.log)" -ne 3 ] ||
+     [ "$(rank_output hostile/b.ranks | grep -c 'closed without this site')" -ne 3 ] ||
+     [ "$(site_model hostile/a)" != "$model" ] || [ "$(site_model hostile/b)" != "$model" ]; then
+  fail "a hostile site refused: $(grep -m1 'site-b.s delta' hostile/s0.log); $(grep -c committed hostile/s0.log) rounds"
+else
+  ok "a site sending random values: refused by the norm bound in rounds 1-3 ('$(grep -m1 -o "site site-b's delta.*" hostile/s0.log)'), the rounds went on with A, both hold the server's finite model"
+fi
+serve hostile/m0 0 1 --round-deadline 300 --quorum 3 --norm-bound 50 --aggregate median
+addresses="localhost:$(cat hostile/m0.port)"
+site site-a hostile/ma 12 --server "$addresses" --set sites.data=0/3
+pa=$site_pid
+site site-b hostile/mb 12 --server "$addresses" --set sites.data=1/3
+pb=$site_pid
+FEDSHARD_SITE_ATTACK=random:1 site site-c hostile/mc 12 --server "$addresses" --set sites.data=2/3
+pc=$site_pid
+wait $pa; ra=$?; wait $pb; rb=$?; wait $pc; rc=$?
+stop_servers
+model=$(committed_model hostile/m0)
+clipped=$($py -c "
+import json
+rounds = [json.loads(l) for l in open('hostile/m0/rounds.jsonl')][1:]
+c = [p for r in rounds for p in r['participants'] if p['site'] == 'site-c']
+print(sum(1 for p in c if p['scale'] < 1 and abs(p['delta_norm'] * p['scale'] - 50) < 1e-6 * 50), len(rounds))")
+if [ $ra -ne 0 ] || [ $rb -ne 0 ] || [ $rc -ne 0 ]; then
+  fail "a hostile site clipped: jobs ended $ra, $rb, $rc: $(tail -n 1 hostile/mc.log)"
+elif [ "$clipped" != "3 3" ] || [ "$(site_model hostile/ma)" != "$model" ] || [ "$(site_model hostile/mc)" != "$model" ]; then
+  fail "a hostile site clipped: site C clipped to the bound in (rounds, of) '$clipped'; models $(site_model hostile/ma) / $model"
+else
+  ok "a site sending random values: clipped to the bound in each of 3 rounds and taken by the median of 3 sites; every site holds the server's finite model"
+fi
+
+# 7. Across a WAN: a site 50 ms one way from the server (a 100 ms round trip), each in a network namespace of its
 # own joined by two TUN devices and bench/wan_link.c (this kernel has no netem). Every connection's handshake takes
 # several round trips: the site must connect and hold its rounds (a 200 ms connect timeout never did).
 if ip netns add "${wan}a" 2>/dev/null && ip netns add "${wan}b" && gcc -O2 -o "$tmp/wan_link" "$here/../bench/wan_link.c"; then

@@ -4,6 +4,7 @@
 // --state, it goes on from its last committed round.
 #include <malloc.h>
 
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -27,7 +28,9 @@ namespace {
 
 struct ServeArgs {
   std::string shard = "0/1", address = "0.0.0.0", state, coordinator, server_name, port_file, outer = "fedavg";
-  std::string tls_cert, tls_key, tls_ca;
+  std::string aggregate = "mean", norm_action = "clip";
+  double norm_bound = 0;
+  std::string tls_cert, tls_key, tls_ca, tls_crl;
   int port = 0, quorum = 0;
   double deadline = 600, outer_lr = 1.0, outer_momentum = 0.9;
 };
@@ -43,6 +46,9 @@ void add_serve_options(CLI::App& app, ServeArgs& a) {
   app.add_option("--tls-key", a.tls_key, "its private key (PEM)")->required();
   app.add_option("--tls-ca", a.tls_ca, "the federation's CA certificate (PEM): every site's must be signed by it")
       ->required();
+  app.add_option("--tls-crl", a.tls_crl,
+                 "the CA's certificate revocation list (PEM): a revoked site is refused; read again whenever the "
+                 "file changes (replace it whole, e.g. by a rename)");
   app.add_option("--coordinator", a.coordinator, "HOST:PORT of shard 0, which shards 1..M-1 report to");
   app.add_option("--server-name", a.server_name, "the name shard 0's certificate carries (default: its host)");
   app.add_option("--quorum", a.quorum, "sites a round waits for (0: every site that is active)")
@@ -58,6 +64,17 @@ void add_serve_options(CLI::App& app, ServeArgs& a) {
   app.add_option("--outer-lr", a.outer_lr, "nesterov's learning rate")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--outer-momentum", a.outer_momentum, "nesterov's momentum")
       ->check(CLI::Range(0.0, 0.999999))
+      ->capture_default_str();
+  app.add_option("--aggregate", a.aggregate,
+                 "how the sites' deltas are combined: mean (weighted by tokens) | trimmed:F (per coordinate, the "
+                 "fraction F of the sites dropped at each end, the rest averaged unweighted) | median (per coordinate)")
+      ->capture_default_str();
+  app.add_option("--norm-bound", a.norm_bound,
+                 "the largest norm of a site's delta from the global model a round takes (0: no bound)")
+      ->capture_default_str();
+  app.add_option("--norm-action", a.norm_action,
+                 "a delta above --norm-bound: clip (scaled down to the bound) | refuse (the round goes on without it)")
+      ->check(CLI::IsMember({"clip", "refuse"}))
       ->capture_default_str();
 }
 
@@ -91,6 +108,12 @@ int run_serve(const ServeArgs& a) {
   opts.outer = {a.outer, a.outer_lr, a.outer_momentum};
   opts.quorum = a.quorum;
   opts.deadline = a.deadline;
+  sites::Aggregation::parse(a.aggregate);  // refused here, in one line, if malformed
+  FS_CHECK(a.norm_bound >= 0 && std::isfinite(a.norm_bound), "--norm-bound must be a norm >= 0 (0: no bound), got ",
+           a.norm_bound);
+  FS_CHECK(index == 0 || (a.aggregate == "mean" && a.norm_bound == 0 && a.norm_action == "clip"),
+           "--aggregate, --norm-bound and --norm-action are shard 0's: the coordinator decides each round for every "
+           "shard (the bound applies to a site's whole delta)");
 
   // A shard's buffers are large (chunks of 4 MiB, slices, submissions) and come and go on many threads: mapped
   // and given back when freed. glibc's default raises its mmap threshold at the first such free and keeps them in
@@ -111,7 +134,8 @@ int run_serve(const ServeArgs& a) {
     const sites::ShardStore store(a.state, index, shards);
     const auto committed = store.committed();
     coordinator = std::make_unique<sites::Coordinator>(shards, a.quorum, a.deadline, a.state + "/coordinator.json",
-                                                       committed ? committed->round + 1 : 0);
+                                                       committed ? committed->round + 1 : 0,
+                                                       sites::RoundRules{a.aggregate, a.norm_bound, a.norm_action == "refuse"});
     report = [&](const sites::Report& r) { return coordinator->report(r); };
   } else {
     const auto host = a.coordinator.substr(0, a.coordinator.rfind(':'));
@@ -129,7 +153,7 @@ int run_serve(const ServeArgs& a) {
         coordinator->seen(site);
     };
   const std::string label = cat("shard ", index, "/", shards);
-  sites::RoundService service(shard, tls, coordinator.get(), label);
+  sites::RoundService service(shard, tls, coordinator.get(), label, a.tls_crl);
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(a.address + ":" + std::to_string(a.port), sites::server_credentials(tls), &port);

@@ -1,6 +1,7 @@
 #include "sites/coordinator.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 
@@ -17,27 +18,33 @@ constexpr size_t kHistory = 8;  // committed rounds kept for a shard that report
 
 nlohmann::json to_json(const std::vector<SiteTokens>& sites) {
   auto j = nlohmann::json::array();
-  for (const auto& s : sites) j.push_back({{"site", s.site}, {"tokens", s.tokens}});
+  for (const auto& s : sites) j.push_back({{"site", s.site}, {"tokens", s.tokens}, {"norm2", s.norm2}, {"scale", s.scale}});
   return j;
 }
 
 std::vector<SiteTokens> from_json(const nlohmann::json& j) {
   std::vector<SiteTokens> out;
-  for (const auto& s : j) out.push_back({s.at("site").get<std::string>(), s.at("tokens").get<double>()});
+  for (const auto& s : j)
+    out.push_back({s.at("site").get<std::string>(), s.at("tokens").get<double>(), s.value("norm2", 0.0),
+                   s.value("scale", 1.0)});
   return out;
 }
 
 }  // namespace
 
-Coordinator::Coordinator(int shards, int quorum, double deadline_seconds, std::string state_path, int64_t first_round)
-    : shards_(shards), quorum_(quorum), deadline_(deadline_seconds), state_path_(std::move(state_path)),
-      round_(first_round) {
+Coordinator::Coordinator(int shards, int quorum, double deadline_seconds, std::string state_path, int64_t first_round,
+                         RoundRules rules)
+    : shards_(shards), quorum_(quorum), deadline_(deadline_seconds), rules_(std::move(rules)),
+      state_path_(std::move(state_path)), round_(first_round) {
   if (!std::filesystem::exists(state_path_)) return;
   try {
     const auto j = nlohmann::json::parse(read_file(state_path_));
     round_ = j.at("round");
     attempt_ = j.at("attempt");
-    if (!j.at("decided").is_null()) decided_ = from_json(j.at("decided"));
+    if (!j.at("decided").is_null()) {
+      decided_ = from_json(j.at("decided"));
+      decided_aggregate_ = j.value("aggregate", std::string("mean"));
+    }
     for (const auto& [round, c] : j.at("committed").items())
       committed_[std::stoll(round)] = {c.at("attempt").get<uint32_t>(), from_json(c.at("participants"))};
     for (const auto& site : j.at("active")) active_.insert(site.get<std::string>());
@@ -53,6 +60,7 @@ void Coordinator::persist_locked() const {
   const nlohmann::json j = {{"round", round_},
                             {"attempt", attempt_},
                             {"decided", decided_ ? to_json(*decided_) : nlohmann::json(nullptr)},
+                            {"aggregate", decided_aggregate_},
                             {"committed", committed},
                             {"active", active_}};
   write_file_atomically(state_path_, j.dump(1) + "\n");
@@ -74,6 +82,7 @@ Decision Coordinator::verdict(Verdict v, std::vector<SiteTokens> participants) c
   d.attempt = attempt_;
   d.verdict = v;
   d.participants = std::move(participants);
+  d.aggregate = decided_ ? decided_aggregate_ : rules_.aggregate;
   return d;
 }
 
@@ -130,14 +139,43 @@ Decision Coordinator::decide_locked(const Report& r) {
   const int need = std::max(1, quorum_ > 0 ? quorum_ : static_cast<int>(active_.size()));
   const bool late = opened_ && std::chrono::duration<double>(Clock::now() - *opened_).count() >= deadline_;
   if (static_cast<int>(everywhere.size()) < need && !late) return verdict(Verdict::Wait);
-  close_locked(std::move(everywhere));
+  std::set<std::string> refused;
+  auto participants = bounded_locked(std::move(everywhere), refused);
+  close_locked(std::move(participants), refused);
   return verdict(Verdict::Prepare, *decided_);
 }
 
-void Coordinator::close_locked(std::vector<SiteTokens> participants) {
-  // A site left out is no longer waited for (until it submits or says hello again).
+std::vector<SiteTokens> Coordinator::bounded_locked(std::vector<SiteTokens> complete,
+                                                    std::set<std::string>& refused) const {
+  std::vector<SiteTokens> out;
+  for (auto& s : complete) {
+    s.norm2 = 0;
+    for (const auto& [shard, r] : reports_)
+      for (const auto& t : r.complete)
+        if (t.site == s.site) s.norm2 += t.norm2;
+    const double norm = std::sqrt(s.norm2);
+    if (rules_.norm_bound > 0 && norm > rules_.norm_bound) {
+      if (rules_.refuse) {
+        std::fprintf(stderr, "fedshard serve: round %lld: site %s's delta has norm %.6g, above the bound %.6g: "
+                     "refused; the round goes on without it\n", static_cast<long long>(round_), s.site.c_str(), norm,
+                     rules_.norm_bound);
+        refused.insert(s.site);
+        continue;
+      }
+      s.scale = rules_.norm_bound / norm;
+      std::fprintf(stderr, "fedshard serve: round %lld: site %s's delta has norm %.6g, above the bound %.6g: clipped "
+                   "to it (x%.6g)\n", static_cast<long long>(round_), s.site.c_str(), norm, rules_.norm_bound, s.scale);
+    }
+    out.push_back(s);
+  }
+  return out;
+}
+
+void Coordinator::close_locked(std::vector<SiteTokens> participants, const std::set<std::string>& refused) {
+  // A site left out is no longer waited for (until it submits or says hello again); one refused was on time.
   for (auto it = active_.begin(); it != active_.end();) {
-    const bool in = std::any_of(participants.begin(), participants.end(), [&](const auto& s) { return s.site == *it; });
+    const bool in = refused.count(*it) > 0 ||
+                    std::any_of(participants.begin(), participants.end(), [&](const auto& s) { return s.site == *it; });
     if (!in && round_ > 0) {
       std::fprintf(stderr, "fedshard serve: round %lld closes without site %s (not complete on every shard by the "
                    "deadline); it is no longer waited for\n", static_cast<long long>(round_), it->c_str());
@@ -147,6 +185,7 @@ void Coordinator::close_locked(std::vector<SiteTokens> participants) {
     }
   }
   decided_ = std::move(participants);
+  decided_aggregate_ = rules_.aggregate;
   prepared_.clear();
   persist_locked();
 }

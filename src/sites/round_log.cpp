@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -22,7 +23,9 @@ void append_round_log(const std::string& state_dir, int64_t round, uint32_t atte
   j["attempt"] = attempt;
   j["committed_s"] = wall_seconds();
   j["participants"] = nlohmann::json::array();
-  for (const auto& p : participants) j["participants"].push_back({{"site", p.site}, {"tokens", p.tokens}});
+  for (const auto& p : participants)
+    j["participants"].push_back(
+        {{"site", p.site}, {"tokens", p.tokens}, {"delta_norm", std::sqrt(p.norm2)}, {"scale", p.scale}});
   j["arrivals"] = nlohmann::json::object();
   for (const auto& [site, a] : arrivals)
     j["arrivals"][site] = {{"bytes", a.bytes}, {"first_s", a.first_s}, {"last_s", a.last_s}};

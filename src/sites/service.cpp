@@ -19,8 +19,9 @@ using grpc::internal::RpcServiceMethod;
 
 }  // namespace
 
-RoundService::RoundService(Shard& shard, const TlsMaterial& tls, Coordinator* coordinator, std::string label)
-    : shard_(shard), verifier_(tls.ca_pem), server_name_(tls.name), coordinator_(coordinator), label_(std::move(label)) {
+RoundService::RoundService(Shard& shard, const TlsMaterial& tls, Coordinator* coordinator, std::string label,
+                           const std::string& crl_path)
+    : shard_(shard), verifier_(tls.ca_pem, crl_path), server_name_(tls.name), coordinator_(coordinator), label_(std::move(label)) {
   AddMethod(new RpcServiceMethod(kHelloMethod, RpcMethod::NORMAL_RPC,
                                  new grpc::internal::RpcMethodHandler<RoundService, ByteBuffer, ByteBuffer>(
                                      &RoundService::hello, this)));

@@ -18,7 +18,9 @@ namespace fedshard::sites {
 class RoundService : public grpc::Service {
  public:
   // `coordinator`: shard 0's (the others refuse reports); reports come from the shards' own certificate's name.
-  RoundService(Shard& shard, const TlsMaterial& tls, Coordinator* coordinator, std::string label);
+  // `crl_path`: the CA's revocation list, read again when it changes ("": none).
+  RoundService(Shard& shard, const TlsMaterial& tls, Coordinator* coordinator, std::string label,
+               const std::string& crl_path = "");
 
  private:
   grpc::Status hello(grpc::ServerContext* ctx, const grpc::ByteBuffer* in, grpc::ByteBuffer* out);

@@ -49,6 +49,7 @@ struct Shard::Submission {
   at::Tensor values;  // over the shard's elements
   std::vector<Range> covered;
   Arrival arrival;
+  std::optional<double> norm2;  // of its delta over the shard's elements, once complete
   bool complete(Range r) const { return covered.size() == 1 && covered.front() == r; }
 };
 
@@ -104,6 +105,7 @@ HelloReply Shard::hello(const Hello& h, const std::string& site) {
   Identity theirs;
   try {
     theirs = Identity::from_json(nlohmann::json::parse(h.identity));
+    if (theirs.codec != "none") theirs.make_codec();  // a codec this server cannot make is never pinned
   } catch (const std::exception& e) {
     refuse(grpc::INVALID_ARGUMENT, cat("a malformed federation identity (", e.what(), ")"));
   }
@@ -217,6 +219,7 @@ SubmitReply Shard::submit(const SubmitHeader& h, const std::string& site, const 
   a.bytes += bytes;
   s->covered.push_back({h.begin, h.end});
   s->covered = merged(std::move(s->covered));
+  s->norm2.reset();
   if (on_site) on_site(site, false);
   changed_.notify_all();
   SubmitReply r;
@@ -286,15 +289,19 @@ Ack Shard::leave(const Leave& l, const std::string& site) {
   return {};
 }
 
-Report Shard::report_locked() const {
+Report Shard::report_locked() {
   Report r;
   r.round = committed_ + 1;
   r.attempt = attempt_;
   r.shard = static_cast<uint32_t>(opts_.shard);
   r.state = prepared_ && prepared_attempt_ == attempt_ ? ShardState::Prepared : ShardState::Collecting;
   if (!ranges_) return r;
-  for (const auto& [site, s] : round_)
-    if (s->complete(range())) r.complete.push_back({site, s->tokens});
+  for (const auto& [site, s] : round_) {
+    if (!s->complete(range())) continue;
+    // Round 0's data is a site's initial model, not a change: no norm.
+    if (!s->norm2) s->norm2 = committed_ < 0 ? 0.0 : delta_norm2(s->payload, s->values, model_.global);
+    r.complete.push_back({site, s->tokens, *s->norm2});
+  }
   return r;
 }
 
@@ -318,7 +325,7 @@ void Shard::prepare_locked(const Decision& d) {
   for (const auto& p : d.participants) {
     const auto it = round_.find(p.site);
     if (it == round_.end() || !it->second->complete(range())) return;  // reported as missing below
-    sites.push_back({p.site, p.tokens, it->second->values});
+    sites.push_back({p.site, p.tokens, it->second->values, p.scale});
     payload = it->second->payload;
   }
   faults_.at(FaultPoint::RoundPrepare, d.round);
@@ -332,7 +339,7 @@ void Shard::prepare_locked(const Decision& d) {
     next.outer = federation::make_outer_optimizer(opts_.outer, {next.global});
     for (auto& [name, t] : next.outer->state()[0]) t.copy_(model_.outer->state()[0].at(name));
     if (codec_) next.down_residual = model_.down_residual.clone();
-    apply_round(next, d.round, payload, sites, codec_);
+    apply_round(next, d.round, payload, sites, codec_, Aggregation::parse(d.aggregate));
   }
   store_.prepare(snapshot_of(next, d.round, d.attempt, d.participants));
   prepared_ = std::move(next);

@@ -65,7 +65,7 @@ class Shard {
  private:
   struct Submission;
   Range range() const;
-  Report report_locked() const;
+  Report report_locked();
   void prepare_locked(const Decision& d);
   void commit_locked(const Decision& d);
   void adopt(const ShardSnapshot& s);

@@ -309,7 +309,10 @@ federation::Agreement SiteLane::begin(const std::vector<size_t>& units, double w
     const int64_t n = p.global.size();
     if (!codec_) {
       head.payload = Payload::Model;
-      const auto values = slice_of(p.unit).narrow(0, p.offset, n).to(at::kCPU).contiguous();
+      const auto values = site_.faults
+                              ->corrupt_change(r.number, slice_of(p.unit).narrow(0, p.offset, n).to(at::kCPU),
+                                               global_[p.unit].narrow(0, p.offset, n))
+                              .contiguous();
       for (int64_t from = 0; from < n; from += kSendChunk) {
         const int64_t count = std::min(kSendChunk, n - from);
         chunks.push_back(make_chunk(p.global.begin + from, count,
@@ -320,8 +323,9 @@ federation::Agreement SiteLane::begin(const std::vector<size_t>& units, double w
       // Error feedback: what this rank's encodings lost so far (decayed) is sent now, unweighted (the server weighs).
       head.payload = Payload::Delta;
       auto residual = residual_[p.unit].narrow(0, p.offset, n);
-      const auto delta = (slice_of(p.unit).narrow(0, p.offset, n).to(at::kCPU) - global_[p.unit].narrow(0, p.offset, n))
+      auto delta = (slice_of(p.unit).narrow(0, p.offset, n).to(at::kCPU) - global_[p.unit].narrow(0, p.offset, n))
                              .add_(residual, opts_.ef_decay);
+      delta = site_.faults->corrupt_change(r.number, delta, at::Tensor());
       auto decoded = at::empty_like(delta);
       const int64_t step = kSendChunk / codec_->granule() * codec_->granule();
       for (int64_t from = 0; from < n; from += step) {
@@ -487,9 +491,9 @@ void SiteLane::arrive() {
     }
   }
   if (!r.included && topo_.world_rank() == 0)
-    std::fprintf(stderr, "fedshard: site %s: round %lld closed without this site (late, or a shard lost its data); "
-                 "it takes the global model of round %lld\n", site_.name.c_str(), static_cast<long long>(r.number),
-                 static_cast<long long>(r.result_round));
+    std::fprintf(stderr, "fedshard: site %s: round %lld closed without this site (late, refused by the server's norm "
+                 "bound, or a shard lost its data); it takes the global model of round %lld\n",
+                 site_.name.c_str(), static_cast<long long>(r.number), static_cast<long long>(r.result_round));
   for (size_t u : r.units) r.result.push_back(values[u]);
   r.arrived = true;
 }

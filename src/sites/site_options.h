@@ -14,6 +14,7 @@
 #include "parallel/sharded_model.h"
 #include "sites/identity.h"
 #include "sites/tls.h"
+#include "util/faults.h"
 
 namespace fedshard::sites {
 
@@ -24,6 +25,7 @@ struct SiteOptions {
   std::string server_name;  // the name the server's certificate carries (empty: each address's host)
   double patience = 600;    // seconds a shard may be unreachable before the site gives up
   Identity identity;        // model, tokenizer and codec (total: filled in by the lane)
+  const Faults* faults = &Faults::none();  // the robustness tests' plan: a planned attack corrupts what is sent
 };
 
 // Whether this build has the site lane and the round server (gRPC C++ and OpenSSL were found).

@@ -6,6 +6,9 @@
 #include <openssl/x509.h>
 #include <openssl/x509_vfy.h>
 
+#include <sys/stat.h>
+
+#include <cstdio>
 #include <memory>
 
 #include "util/error.h"
@@ -73,6 +76,10 @@ std::string verify_against(X509_STORE* store, X509* cert) {
     case X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN:
     case X509_V_ERR_CERT_SIGNATURE_FAILURE:
       return "its certificate is not signed by the federation's CA";
+    case X509_V_ERR_CERT_REVOKED: return "its certificate has been revoked (the server's certificate revocation list)";
+    case X509_V_ERR_CRL_HAS_EXPIRED:
+      return "the server's certificate revocation list has expired (the CA's holder must issue a new one)";
+    case X509_V_ERR_UNABLE_TO_GET_CRL: return "the server's certificate revocation list is not the federation CA's";
     default: return cat("its certificate does not verify (", X509_verify_cert_error_string(err), ")");
   }
 }
@@ -102,19 +109,68 @@ TlsMaterial load_tls(const TlsFiles& files) {
   return m;
 }
 
-PeerVerifier::PeerVerifier(const std::string& ca_pem) {
-  auto* store = X509_STORE_new();
-  store_ = store;
-  FS_CHECK(add_ca(store, ca_pem), "the CA file holds no PEM certificate");
+namespace {
+
+std::shared_ptr<void> new_store(const std::string& ca_pem) {
+  std::shared_ptr<void> store(X509_STORE_new(), [](void* s) { X509_STORE_free(static_cast<X509_STORE*>(s)); });
+  FS_CHECK(add_ca(static_cast<X509_STORE*>(store.get()), ca_pem), "the CA file holds no PEM certificate");
+  return store;
 }
 
-PeerVerifier::~PeerVerifier() { X509_STORE_free(static_cast<X509_STORE*>(store_)); }
+// The CRLs in `pem` (one or more) into `store`, checked for every peer's certificate; false where none parses.
+bool add_crl(X509_STORE* store, const std::string& pem) {
+  std::unique_ptr<BIO, BioFree> bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+  int added = 0;
+  while (X509_CRL* crl = PEM_read_bio_X509_CRL(bio.get(), nullptr, nullptr, nullptr)) {
+    X509_STORE_add_crl(store, crl);
+    X509_CRL_free(crl);
+    ++added;
+  }
+  ERR_clear_error();
+  X509_STORE_set_flags(store, X509_V_FLAG_CRL_CHECK);
+  return added > 0;
+}
+
+std::string stamp_of(const std::string& path) {
+  struct stat st{};
+  if (stat(path.c_str(), &st) != 0) return "";
+  return cat(st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec, "/", st.st_size);
+}
+
+}  // namespace
+
+PeerVerifier::PeerVerifier(const std::string& ca_pem, std::string crl_path)
+    : ca_pem_(ca_pem), crl_path_(std::move(crl_path)), store_(new_store(ca_pem)) {
+  if (crl_path_.empty()) return;
+  crl_stamp_ = stamp_of(crl_path_);
+  FS_CHECK(add_crl(static_cast<X509_STORE*>(store_.get()), read_file(crl_path_)), crl_path_,
+           ": not a PEM certificate revocation list");
+}
+
+std::shared_ptr<void> PeerVerifier::current() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (crl_path_.empty()) return store_;
+  const auto stamp = stamp_of(crl_path_);
+  if (stamp == crl_stamp_) return store_;
+  crl_stamp_ = stamp;
+  try {
+    auto store = new_store(ca_pem_);
+    FS_CHECK(add_crl(static_cast<X509_STORE*>(store.get()), read_file(crl_path_)), "not a PEM certificate revocation list");
+    store_ = std::move(store);
+    std::fprintf(stderr, "fedshard serve: %s read again: it applies from now on\n", crl_path_.c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fedshard serve: %s changed but cannot be used (%s); the last one read still applies\n",
+                 crl_path_.c_str(), e.what());
+  }
+  return store_;
+}
 
 std::string PeerVerifier::verify(const std::string& peer_pem) const {
   FS_CHECK(!peer_pem.empty(), "it presented no certificate");
   const auto cert = parse_cert(peer_pem);
   FS_CHECK(cert != nullptr, "its certificate does not parse");
-  const std::string why = verify_against(static_cast<X509_STORE*>(store_), cert.get());
+  const auto store = current();
+  const std::string why = verify_against(static_cast<X509_STORE*>(store.get()), cert.get());
   ERR_clear_error();
   FS_CHECK(why.empty(), why);
   const std::string name = common_name(cert.get());

@@ -7,6 +7,9 @@
 
 #include <string>
 
+#include <memory>
+#include <mutex>
+
 namespace fedshard::sites {
 
 struct TlsFiles {
@@ -23,18 +26,25 @@ struct TlsMaterial {
 // site's in one line that reaches the site). Throws fedshard::Error naming the file and the problem.
 TlsMaterial load_tls(const TlsFiles& files);
 
-// Verifies a peer's certificate (PEM, as the TLS handshake presented it) against the CA. Returns its common name;
-// throws fedshard::Error saying why it is refused (another CA, expired, not yet valid, malformed, none).
+// Verifies a peer's certificate (PEM, as the TLS handshake presented it) against the CA and, where `crl_path` is
+// given, the CA's certificate revocation list in that file (PEM), read again whenever the file changes: a site is
+// revoked without restarting the server. Returns its common name; throws fedshard::Error saying why it is refused
+// (another CA, expired, not yet valid, revoked, malformed, none).
 class PeerVerifier {
  public:
-  explicit PeerVerifier(const std::string& ca_pem);
-  ~PeerVerifier();
+  explicit PeerVerifier(const std::string& ca_pem, std::string crl_path = "");
   PeerVerifier(const PeerVerifier&) = delete;
   PeerVerifier& operator=(const PeerVerifier&) = delete;
   std::string verify(const std::string& peer_pem) const;
 
  private:
-  void* store_ = nullptr;  // X509_STORE
+  // The store to verify against now: the CRL file read again if it changed (a malformed new one keeps the last).
+  std::shared_ptr<void> current() const;
+
+  const std::string ca_pem_, crl_path_;
+  mutable std::mutex mu_;
+  mutable std::shared_ptr<void> store_;  // X509_STORE
+  mutable std::string crl_stamp_;        // the CRL file's modification time and size when read
 };
 
 }  // namespace fedshard::sites

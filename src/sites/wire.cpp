@@ -100,6 +100,8 @@ void write_sites(Writer& w, const std::vector<SiteTokens>& sites) {
   for (const auto& s : sites) {
     w.str(s.site);
     w.f64(s.tokens);
+    w.f64(s.norm2);
+    w.f64(s.scale);
   }
 }
 
@@ -110,6 +112,8 @@ std::vector<SiteTokens> read_sites(Reader& r) {
   for (auto& s : out) {
     s.site = r.str();
     s.tokens = r.f64();
+    s.norm2 = r.f64();
+    s.scale = r.f64();
   }
   return out;
 }
@@ -340,6 +344,7 @@ std::string encode(const Decision& m) {
   w.u32(m.attempt);
   w.u8(static_cast<uint8_t>(m.verdict));
   write_sites(w, m.participants);
+  w.str(m.aggregate);
   return w.take();
 }
 
@@ -352,6 +357,7 @@ Decision parse_decision(const std::string& bytes) {
   if (verdict > 3) r.fail("unknown verdict " + std::to_string(verdict));
   m.verdict = static_cast<Verdict>(verdict);
   m.participants = read_sites(r);
+  m.aggregate = r.str();
   r.done();
   return m;
 }

@@ -103,6 +103,10 @@ struct Ack {
 struct SiteTokens {
   std::string site;
   double tokens = 0;
+  // The site's delta from the last global model: in a Report, its squared norm over the reporting shard's elements;
+  // in a Decision, over the whole model. The coordinator's norm bound (--norm-bound) reads it.
+  double norm2 = 0;
+  double scale = 1;  // in a Decision: what the site's delta is multiplied by (below 1: clipped to the bound)
 };
 enum class ShardState : uint8_t { Collecting = 0, Prepared = 1, Missing = 2 };
 struct Report {
@@ -117,6 +121,7 @@ struct Decision {
   uint32_t attempt = 0;
   Verdict verdict = Verdict::Wait;
   std::vector<SiteTokens> participants;
+  std::string aggregate = "mean";  // how every shard combines the participants' deltas (sites/round_math.h)
 };
 
 std::string encode(const Hello& m);

@@ -11,6 +11,8 @@
 #include <thread>
 #include <vector>
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include "comm/mpi_runtime.h"
 #include "train/preemption.h"
 #include "util/error.h"
@@ -56,10 +58,31 @@ PlannedFault parse_fault(const std::string& spec) {
   return f;
 }
 
+struct SiteAttack {
+  std::string kind;  // "" (none), "scale" or "random"
+  double amount = 0;
+};
+
+SiteAttack parse_attack(const char* env) {
+  if (env == nullptr || *env == '\0') return {};
+  const std::string spec = env;
+  const auto colon = spec.find(':');
+  SiteAttack a{spec.substr(0, colon), 0};
+  size_t used = 0;
+  try {
+    a.amount = std::stod(spec.substr(colon + 1), &used);
+  } catch (const std::exception&) {
+  }
+  FS_CHECK(colon != std::string::npos && (a.kind == "scale" || a.kind == "random") && used > 0 &&
+               used == spec.size() - colon - 1 && std::isfinite(a.amount),
+           "FEDSHARD_SITE_ATTACK must be scale:S or random:SIGMA, got \"", spec, "\"");
+  return a;
+}
+
 class EnvironmentFaults : public Faults {
  public:
-  EnvironmentFaults(std::vector<PlannedFault> plan, int64_t prepare_kill)
-      : plan_(std::move(plan)), prepare_kill_(prepare_kill) {}
+  EnvironmentFaults(std::vector<PlannedFault> plan, int64_t prepare_kill, SiteAttack attack = {})
+      : plan_(std::move(plan)), prepare_kill_(prepare_kill), attack_(std::move(attack)) {}
 
   void at(FaultPoint point, int64_t step, const std::function<bool()>& released) const override {
     if (point == FaultPoint::Shard) {
@@ -91,6 +114,19 @@ class EnvironmentFaults : public Faults {
     if (planned("inf", step)) master.detach()[0].fill_(std::numeric_limits<double>::infinity());
   }
 
+  at::Tensor corrupt_change(int64_t round, const at::Tensor& values, const at::Tensor& from) const override {
+    if (attack_.kind.empty() || round < 1) return values;
+    at::Tensor change;
+    if (attack_.kind == "scale") {
+      change = (from.defined() ? values - from : values) * attack_.amount;
+    } else {
+      auto gen = at::detail::createCPUGenerator(static_cast<uint64_t>(round) * 1000003u +
+                                                static_cast<uint64_t>(launch_rank()));
+      change = at::randn(values.sizes(), gen, values.options()) * attack_.amount;
+    }
+    return from.defined() ? from + change : change;
+  }
+
  private:
   static int launch_rank() { return comm::MpiRuntime::get().world_rank(); }
   bool planned(const std::string& action, int64_t step) const {
@@ -101,6 +137,7 @@ class EnvironmentFaults : public Faults {
 
   std::vector<PlannedFault> plan_;
   int64_t prepare_kill_;
+  SiteAttack attack_;
 };
 
 // A round server shard's planned death: at round `round`, at `point`.
@@ -124,8 +161,9 @@ std::unique_ptr<Faults> training_faults_from_environment() {
     std::stringstream ss(env);
     for (std::string item; std::getline(ss, item, ',');) plan.push_back(parse_fault(item));
   }
-  if (plan.empty()) return std::make_unique<Faults>();
-  return std::make_unique<EnvironmentFaults>(std::move(plan), 0);
+  auto attack = parse_attack(std::getenv("FEDSHARD_SITE_ATTACK"));
+  if (plan.empty() && attack.kind.empty()) return std::make_unique<Faults>();
+  return std::make_unique<EnvironmentFaults>(std::move(plan), 0, std::move(attack));
 }
 
 std::unique_ptr<Faults> prepare_faults_from_environment() {

@@ -14,6 +14,10 @@
 // FEDSHARD_PREPARE_KILL=K: `fedshard prepare` kills itself (SIGKILL) after its K-th token shard is finished and
 // before progress.json says so, the worst moment for --resume.
 //
+// FEDSHARD_SITE_ATTACK=scale:S|random:SIGMA makes a site (`fedshard train --server ...`) hostile: at every round
+// from round 1 on, each of its ranks sends its change from the global model times S, or random values (normal,
+// standard deviation SIGMA, drawn from the round and the rank) in its place (docs/sites.md, robust aggregation).
+//
 // FEDSHARD_SERVE_KILL=ROUND:prepare|commit: `fedshard serve` kills itself (SIGKILL) when round ROUND's data has
 // arrived and it is about to prepare it, or when it has written the prepared round and is about to commit it.
 //

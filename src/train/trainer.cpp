@@ -45,7 +45,9 @@ Trainer::Trainer(TrainSetup setup, const Faults& faults)
       recovery_(s_, faults_, log_, *this) {
   const auto& cfg = s_.cfg;
   configure_link_emulation(cfg);
-  engine_ = parallelize(engine_spec(s_, recovery_.membership().base(), place_rank(s_, compute_.threads)));
+  auto spec = engine_spec(s_, recovery_.membership().base(), place_rank(s_, compute_.threads));
+  if (spec.site) spec.site->faults = &faults_;
+  engine_ = parallelize(spec);
   set_token_rates();
   watch();
   lr_ = {cfg.lr, cfg.lr * cfg.min_lr_ratio, cfg.warmup_steps >= 0 ? cfg.warmup_steps : cfg.steps / 10, cfg.steps};

@@ -29,6 +29,10 @@ class Faults {
   // After the optimizer of `step`: a planned infinity goes into this rank's master weights (what a federation
   // round must refuse to send).
   virtual void corrupt_weights(int64_t step, at::Tensor master) const;
+  // What a site sends at its round `round` where an attack is planned: `values` - `from` is its change from the
+  // global model (`from` undefined: `values` is the change); the result holds the change scaled or replaced. Without
+  // a plan, `values` itself.
+  virtual at::Tensor corrupt_change(int64_t round, const at::Tensor& values, const at::Tensor& from) const;
 
   // The plan of a run that injects nothing.
   static const Faults& none();

@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""A hostile site, written from docs/sites.md's protocol with grpcio (not fedshard's code): it holds a certificate of
+the federation's CA and sends a round server shard every bad message of issue 63's list, one after the other,
+against a fresh shard of its own (no other site, so every round is where the probe put it). Prints one line per
+case: its name, then the gRPC status the shard answered with. The caller compares each with what it must be.
+
+Usage: sites_probe.py HOST:PORT CA_PEM CERT_PEM KEY_PEM SITE_NAME
+"""
+import json
+import struct
+import sys
+
+import grpc
+
+MAGIC = b"FSR1"
+HELLO, HELLO_REPLY, SUBMIT_HEADER, CHUNK, SUBMIT_REPLY, FETCH_REQUEST, FETCH_HEADER = 1, 2, 3, 4, 5, 6, 7
+MODEL, DELTA = 1, 2
+ELEMENTS = 1000  # the probe's model: 1000 float32 elements
+
+
+def crc32c(data):
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+def s(text):
+    raw = text.encode() if isinstance(text, str) else text
+    return struct.pack("<I", len(raw)) + raw
+
+
+def hello(identity, site, version=1):
+    return MAGIC + bytes([HELLO]) + struct.pack("<I", version) + s(json.dumps(identity)) + s(site) + struct.pack("<II", 0, 1)
+
+
+def header(round_, site, begin, end, payload=MODEL, tokens=100.0):
+    return (MAGIC + bytes([SUBMIT_HEADER]) + struct.pack("<q", round_) + s(site) + struct.pack("<I", 0) + bytes([payload])
+            + struct.pack("<dqq", tokens, begin, end))
+
+
+def chunk(offset, values, crc=None, count=None):
+    payload = struct.pack(f"<{len(values)}f", *values) if isinstance(values, list) else values
+    n = count if count is not None else len(payload) // 4
+    return (MAGIC + bytes([CHUNK]) + struct.pack("<qqI", offset, n, crc32c(payload) if crc is None else crc)
+            + s(payload))
+
+
+def fetch_request(round_, site, begin, end, have=-1):
+    return MAGIC + bytes([FETCH_REQUEST]) + struct.pack("<qq", round_, have) + s(site) + struct.pack("<Iqq", 0, begin, end)
+
+
+class Probe:
+    def __init__(self, address, ca, cert, key, site):
+        creds = grpc.ssl_channel_credentials(open(ca, "rb").read(), open(key, "rb").read(), open(cert, "rb").read())
+        self.channel = grpc.secure_channel(address, creds, options=[("grpc.ssl_target_name_override", "localhost")])
+        self.site = site
+        self._hello = self.channel.unary_unary("/fedshard.sites.v1.RoundServer/Hello")
+        self._submit = self.channel.stream_unary("/fedshard.sites.v1.RoundServer/Submit")
+        self._fetch = self.channel.unary_stream("/fedshard.sites.v1.RoundServer/Fetch")
+
+    def case(self, name, call):
+        try:
+            call()
+            print(f"{name}: OK")
+        except grpc.RpcError as e:
+            print(f"{name}: {e.code().name}: {e.details()}")
+        sys.stdout.flush()
+
+    def hello(self, message):
+        return self._hello(message, timeout=30)
+
+    def submit(self, messages):
+        return self._submit(iter(messages), timeout=30)
+
+    def fetch(self, round_):
+        return list(self._fetch(fetch_request(round_, self.site, 0, ELEMENTS), timeout=60))
+
+
+def main():
+    address, ca, cert, key, site = sys.argv[1:6]
+    p = Probe(address, ca, cert, key, site)
+    identity = {"model": "probe: 1000 elements", "tokenizer": "probe", "codec": "none", "block": 0, "values": "",
+                "total": ELEMENTS}
+    other = dict(identity, tokenizer="another tokenizer")
+    ones = [1.0] * ELEMENTS
+    p.case("protocol version 2", lambda: p.hello(hello(identity, site, version=2)))
+    p.case("a hello naming another site", lambda: p.hello(hello(identity, "someone-else")))
+    p.case("a malformed identity", lambda: p.hello(MAGIC + bytes([HELLO]) + struct.pack("<I", 1) + s("{not json")
+                                                   + s(site) + struct.pack("<II", 0, 1)))
+    p.case("random bytes as a hello", lambda: p.hello(b"\x17\x03\x03garbage that is not a message"))
+    p.case("the first hello pins the federation", lambda: p.hello(hello(identity, site)))
+    p.case("another federation identity", lambda: p.hello(hello(other, site)))
+    # Round 0: the probe's own initial model, whole; it commits (the probe is the only site), round 1 opens.
+    p.case("round 0, a whole model", lambda: p.submit([header(0, site, 0, ELEMENTS), chunk(0, ones)]))
+    p.case("round 0 committed", lambda: p.fetch(0))
+    p.case("a replay of round 0", lambda: p.submit([header(0, site, 0, ELEMENTS), chunk(0, ones)]))
+    p.case("a round from the future", lambda: p.submit([header(5, site, 0, ELEMENTS), chunk(0, ones)]))
+    p.case("a submission for another site", lambda: p.submit([header(1, "someone-else", 0, ELEMENTS), chunk(0, ones)]))
+    p.case("a delta where the round takes models", lambda: p.submit([header(1, site, 0, ELEMENTS, DELTA), chunk(0, ones)]))
+    p.case("elements beyond the shard's", lambda: p.submit([header(1, site, 0, ELEMENTS + 1), chunk(0, ones)]))
+    p.case("a chunk of the wrong length", lambda: p.submit([header(1, site, 0, ELEMENTS),
+                                                            chunk(0, b"\0" * (4 * ELEMENTS - 2), count=ELEMENTS)]))
+    p.case("a chunk outside its submission", lambda: p.submit([header(1, site, 0, 500), chunk(400, [0.5] * 200)]))
+    p.case("a NaN", lambda: p.submit([header(1, site, 0, ELEMENTS), chunk(0, [float("nan")] + ones[1:])]))
+    p.case("an infinity", lambda: p.submit([header(1, site, 0, ELEMENTS), chunk(0, ones[1:] + [float("inf")])]))
+    p.case("a chunk whose checksum fails", lambda: p.submit([header(1, site, 0, ELEMENTS), chunk(0, ones, crc=12345)]))
+    p.case("a stream cut in the middle", lambda: p.submit([header(1, site, 0, ELEMENTS), chunk(0, ones[:400])]))
+    p.case("a message larger than a chunk may be", lambda: p.submit([header(1, site, 0, ELEMENTS),
+                                                                      chunk(0, b"\0" * (5 << 20), 0, 5 << 18)]))
+    p.case("trailing bytes after a header", lambda: p.submit([header(1, site, 0, ELEMENTS) + b"\0", chunk(0, ones)]))
+    p.case("an empty submission", lambda: p.submit([]))
+    # Nothing above reached the model: round 1 is still open, and the global model is the probe's round 0.
+    p.case("a valid round 1 after all that", lambda: p.submit([header(1, site, 0, ELEMENTS), chunk(0, [2.0] * ELEMENTS)]))
+    got = p.fetch(1)
+    values = struct.unpack(f"<{ELEMENTS}f", got[1][4 + 1 + 16 + 4 + 4:]) if len(got) == 2 else ()
+    print(f"round 1's global model: {sorted(set(values))}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
