@@ -1,4 +1,4 @@
-// Mutual TLS between sites and the round server (docs/sites.md, "Who is trusted"): every party holds a certificate
+// Mutual TLS between sites and the round server (docs/sites.md, "Threat model"): every party holds a certificate
 // signed by the federation's CA and its key. The round server asks every peer for its certificate and checks it
 // itself (chain to the CA, validity period), so that each refusal is one line naming the reason on both sides; a
 // site checks the server's through gRPC's TLS against the same CA. A peer's name is its certificate's common name:
