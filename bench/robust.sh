@@ -27,15 +27,8 @@ mkdir -p "$out"
 work=$(mktemp -d /tmp/fedshard-robust.XXXXXX)
 server=
 trap '[ -n "$server" ] && kill -9 $server 2>/dev/null; rm -rf "$work"' EXIT
-(
-  cd "$work"
-  openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 7 -subj /CN=federation-ca 2>/dev/null
-  for n in roundserver site-0 site-1 site-2 site-3; do
-    openssl req -newkey rsa:2048 -nodes -keyout $n.key -out $n.csr -subj "/CN=$n" 2>/dev/null
-    printf "subjectAltName=DNS:localhost,IP:127.0.0.1\n" >$n.ext
-    openssl x509 -req -in $n.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out $n.pem -days 7 -extfile $n.ext 2>/dev/null
-  done
-)
+source bench/certs.sh
+federation_certs "$work" DNS:localhost,IP:127.0.0.1 roundserver site-0 site-1 site-2 site-3
 
 run_arm() {  # ATTACK RULE DIR
   local attack=$1 rule=$2 run=$3 i pids=() rule_args=()

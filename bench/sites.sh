@@ -99,14 +99,8 @@ print(f'{statistics.median(t) * 1e3:.1f}')"
 }
 
 # The federation's CA, the server's certificate (every shard's), the sites'.
-cd "$work"
-openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 7 -subj /CN=federation-ca 2>/dev/null
-for n in roundserver site-0 site-1 site-2 site-3; do
-  openssl req -newkey rsa:2048 -nodes -keyout $n.key -out $n.csr -subj "/CN=$n" 2>/dev/null
-  printf "subjectAltName=DNS:roundserver,IP:10.79.0.2\n" >$n.ext
-  openssl x509 -req -in $n.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out $n.pem -days 7 -extfile $n.ext 2>/dev/null
-done
-cd "$root"
+source bench/certs.sh
+federation_certs "$work" DNS:roundserver,IP:10.79.0.2 roundserver site-0 site-1 site-2 site-3
 
 # serve M RUN: the M shards in the server's namespace, state under RUN/server; sets $addresses.
 serve() {
