@@ -12,6 +12,7 @@
 #include <set>
 #include <string>
 
+#include "comm/failure_watch.h"
 #include "comm/mpi_runtime.h"
 #include "comm/survivors.h"
 #include "comm/topology.h"
@@ -37,6 +38,9 @@ int segment_sums(Topology& topo, int group_id, double* sum) {
 
 int main(int argc, char** argv) {
   MpiRuntime runtime(&argc, &argv);
+  // This program recovers from the loss itself: without this the failure watch ends a survivor as soon as it
+  // knows of the loss (the runtime's default for a job that does not recover), racing the shrink below.
+  FailureWatch::expect_recovery(true, 60);
   const std::string dir = argv[1];
   std::set<int> killed;
   for (int i = 2; i < argc; ++i) killed.insert(std::stoi(argv[i]));
