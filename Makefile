@@ -42,7 +42,7 @@ SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
           OMPI_MCA_memory=^patcher
 ASAN_ENV = $(SAN_ENV) LD_PRELOAD=$(abspath $(ASAN_BUILD))/keep_modules.so
 
-.PHONY: setup setup-hf build build-cuda build-asan build-tsan test test-cpu test-cuda test-asan test-asan-ci test-tsan soak fuzz \
+.PHONY: setup setup-hf build build-cuda build-asan build-tsan test test-cpu test-cuda test-asan test-asan-ci test-tsan soak soak-sites fuzz \
         test-matrix demo clean
 setup:
 	@bash scripts/setup.sh
@@ -129,6 +129,13 @@ test-matrix: build
 SOAK_MINUTES ?= 60
 soak: setup-hf build-cuda
 	@PATH=$(abspath $(VENV))/bin:$$PATH python3 bench/chaos_soak.py $(CUDA_BUILD)/fedshard --minutes $(SOAK_MINUTES)
+
+# The sites' chaos as a soak (docs/robustness.md: sites under faults): SOAK_MINUTES of drawn faults across sites,
+# every trial's line and the table in SOAK_DIR/trials.txt, one JSON line per trial in SOAK_DIR/trials.jsonl.
+SOAK_DIR ?= soak-sites
+soak-sites: build
+	@mkdir -p $(SOAK_DIR) && bash -o pipefail -c 'python3 tests/sites_chaos.py $(BUILD)/fedshard \
+		--minutes $(SOAK_MINUTES) --table $(SOAK_DIR)/trials.jsonl | tee $(SOAK_DIR)/trials.txt'
 
 data/brown/manifest.json: | build
 	@bash scripts/fetch-brown.sh

@@ -1,10 +1,14 @@
-// A WAN link's propagation delay between two network namespaces, for bench/sites.sh: the kernel of these machines
-// has tbf but no netem, so this process is the delay. It attaches to a TUN device in each namespace (made and
-// configured beforehand with `ip tuntap`) and hands every packet read from one to the other DELAY_MS after it read
-// it, both ways, in order. The bandwidth is shaped by tbf on the two TUN devices: their egress is what this process
-// reads, so a packet queues at its shaper, then travels DELAY_MS. A packet that finds the queue full is dropped
-// (counted on exit, as a real link would lose it). TCP over it sees the real round trip.
-// Usage: wan_link DELAY_MS NAMESPACE_A TUN_A NAMESPACE_B TUN_B   (root; stops on SIGTERM or SIGINT)
+// A WAN link's propagation delay between two network namespaces, for bench/sites.sh and tests/sites_chaos.py: the
+// kernel of these machines has tbf but no netem, so this process is the delay. It attaches to a TUN device in each
+// namespace (made and configured beforehand with `ip tuntap`) and hands every packet read from one to the other
+// DELAY_MS after it read it, both ways, in order. The bandwidth is shaped by tbf on the two TUN devices: their egress
+// is what this process reads, so a packet queues at its shaper, then travels DELAY_MS. A packet that finds the queue
+// full is dropped (counted on exit, as a real link would lose it). TCP over it sees the real round trip.
+// Faults, as netem would give them: -l P drops each packet with probability P percent; -j J adds a delay drawn
+// uniformly from [0, J] ms to each packet, kept in order (netem with a rate: a later packet never overtakes); -s
+// seeds the draws. SIGUSR1 cuts the link (every packet queued or read from then on is lost), SIGUSR2 heals it.
+// Usage: wan_link [-l LOSS_PERCENT] [-j JITTER_MS] [-s SEED] DELAY_MS NAMESPACE_A TUN_A NAMESPACE_B TUN_B
+// (root; stops on SIGTERM or SIGINT)
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -28,11 +32,24 @@ struct queue {
   uint16_t len[kSlots];
   int64_t due[kSlots];
   unsigned head, tail;  // head: next to write out; tail: next free
-  uint64_t passed, dropped;
+  int64_t last_due;
+  uint64_t passed, dropped, lost;
 };
 
-static volatile sig_atomic_t stop;
+static volatile sig_atomic_t stop, cut;
 static void on_signal(int s) { (void)s; stop = 1; }
+static void on_cut(int s) { cut = s == SIGUSR1; }
+
+static double loss;      // probability of losing a packet
+static int64_t jitter;   // ns, the most a packet's delay is drawn above DELAY_MS
+static uint64_t rng = 88172645463325252ull;
+
+static double uniform(void) {  // xorshift64: reproducible from -s, no libc state
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return (double)(rng >> 11) / 9007199254740992.0;
+}
 
 static int64_t now_ns(void) {
   struct timespec t;
@@ -73,14 +90,26 @@ static void take(int from, struct queue* q, int64_t delay) {
       ++q->dropped;
       continue;
     }
+    if (cut || (loss > 0 && uniform() < loss)) {
+      ++q->lost;
+      continue;
+    }
+    int64_t due = now_ns() + delay + (jitter > 0 ? (int64_t)(uniform() * (double)jitter) : 0);
+    if (due < q->last_due) due = q->last_due;
+    q->last_due = due;
     q->len[q->tail % kSlots] = (uint16_t)n;
-    q->due[q->tail % kSlots] = now_ns() + delay;
+    q->due[q->tail % kSlots] = due;
     ++q->tail;
   }
 }
 
 // Writes every due packet of q to `to`; returns the time the next one is due (or -1).
 static int64_t give(int to, struct queue* q, int64_t now) {
+  if (cut) {  // what was on the wire when it was cut
+    q->lost += q->tail - q->head;
+    q->head = q->tail;
+    return -1;
+  }
   while (q->head != q->tail && q->due[q->head % kSlots] <= now) {
     if (write(to, q->data[q->head % kSlots], q->len[q->head % kSlots]) < 0 && errno == EAGAIN) return now + 100000;
     ++q->head;
@@ -90,16 +119,27 @@ static int64_t give(int to, struct queue* q, int64_t now) {
 }
 
 int main(int argc, char** argv) {
-  if (argc != 6) {
-    fprintf(stderr, "usage: wan_link DELAY_MS NAMESPACE_A TUN_A NAMESPACE_B TUN_B\n");
+  int opt;
+  while ((opt = getopt(argc, argv, "l:j:s:")) != -1) {
+    if (opt == 'l') loss = atof(optarg) / 100;
+    else if (opt == 'j') jitter = (int64_t)(atof(optarg) * 1e6);
+    else if (opt == 's') rng = strtoull(optarg, NULL, 10) * 2654435761ull + 1;
+    else break;
+  }
+  if (argc - optind != 5 || loss < 0 || loss > 1 || jitter < 0) {
+    fprintf(stderr, "usage: wan_link [-l LOSS_PERCENT] [-j JITTER_MS] [-s SEED] DELAY_MS NAMESPACE_A TUN_A "
+            "NAMESPACE_B TUN_B\n");
     return 2;
   }
+  argv += optind - 1;
   const int64_t delay = (int64_t)(atof(argv[1]) * 1e6);
   int fd[2] = {open_tun(argv[2], argv[3]), open_tun(argv[4], argv[5])};
   static struct queue q[2];  // q[0]: a to b
   for (int i = 0; i < 2; ++i) q[i].data = malloc((size_t)kSlots * kSlotBytes);
   signal(SIGTERM, on_signal);
   signal(SIGINT, on_signal);
+  signal(SIGUSR1, on_cut);
+  signal(SIGUSR2, on_cut);
   while (!stop) {
     const int64_t now = now_ns();
     int64_t next = -1;
@@ -118,8 +158,9 @@ int main(int argc, char** argv) {
     for (int i = 0; i < 2; ++i)
       if (p[i].revents & POLLIN) take(fd[i], &q[i], delay);
   }
-  fprintf(stderr, "wan_link %s/%s <-> %s/%s: %llu and %llu packets passed, %llu and %llu dropped\n", argv[2], argv[3],
-          argv[4], argv[5], (unsigned long long)q[0].passed, (unsigned long long)q[1].passed,
-          (unsigned long long)q[0].dropped, (unsigned long long)q[1].dropped);
+  fprintf(stderr, "wan_link %s/%s <-> %s/%s: %llu and %llu packets passed, %llu and %llu dropped, %llu and %llu lost\n",
+          argv[2], argv[3], argv[4], argv[5], (unsigned long long)q[0].passed, (unsigned long long)q[1].passed,
+          (unsigned long long)q[0].dropped, (unsigned long long)q[1].dropped, (unsigned long long)q[0].lost,
+          (unsigned long long)q[1].lost);
   return 0;
 }

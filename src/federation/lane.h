@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,9 @@ class Lane {
   // This rank's part of a checksum of the last global model (federation.audit): summed over a group's ranks, equal in
   // every group exactly when they hold the same global model.
   virtual int64_t global_checksum() const = 0;
+  // The round server's number for that global model (a site's lane); none for rounds held in the job, which the
+  // schedule numbers.
+  virtual std::optional<int64_t> server_round() const { return std::nullopt; }
   // Runs fn while this rank's shard holds the latest global model instead of its group's own (evaluation under
   // overlap, where no step ends with the groups equal).
   virtual void with_global_model(const std::function<void()>& fn) = 0;

@@ -15,7 +15,8 @@ double wall_seconds() {
 }
 
 void append_round_log(const std::string& state_dir, int64_t round, uint32_t attempt,
-                      const std::vector<SiteTokens>& participants, const std::map<std::string, Arrival>& arrivals) {
+                      const std::vector<SiteTokens>& participants, const std::map<std::string, Arrival>& arrivals,
+                      int64_t checksum) {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   nlohmann::json j;
@@ -29,6 +30,7 @@ void append_round_log(const std::string& state_dir, int64_t round, uint32_t atte
   j["arrivals"] = nlohmann::json::object();
   for (const auto& [site, a] : arrivals)
     j["arrivals"][site] = {{"bytes", a.bytes}, {"first_s", a.first_s}, {"last_s", a.last_s}};
+  j["checksum"] = checksum;
   j["cpu_s"] = static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
                static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
   j["max_rss_bytes"] = static_cast<int64_t>(u.ru_maxrss) * 1024;  // Linux reports KiB

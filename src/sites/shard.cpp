@@ -171,6 +171,10 @@ SubmitReply Shard::submit(const SubmitHeader& h, const std::string& site, const 
     std::lock_guard<std::mutex> lock(mu_);
     if (!identity_) refuse(grpc::FAILED_PRECONDITION, "a submission before the site's hello");
     open = committed_ + 1;
+    // A site submitting the open round, or a closed one late, is waited for from now on: left out once for being
+    // late, it would otherwise stay out for as long as the others finish a round before its submission starts (a
+    // slow link: tests/sites_chaos.py).
+    if (h.round <= open && on_site) on_site(site, false);
     // A shard started again may be a round behind the others until the coordinator tells it to commit: try again.
     if (h.round == open + 1)
       refuse(grpc::UNAVAILABLE, cat("this shard is at round ", open, ", catching up with round ", h.round));
@@ -358,7 +362,8 @@ void Shard::commit_locked(const Decision& d) {
   participants_ = d.participants;
   std::map<std::string, Arrival> arrivals;
   for (const auto& [site, sub] : round_) arrivals[site] = sub->arrival;
-  append_round_log(store_.dir(), d.round, d.attempt, participants_, arrivals);
+  append_round_log(store_.dir(), d.round, d.attempt, participants_, arrivals,
+                   model_.global.contiguous().view(at::kInt).to(at::kLong).sum().item<int64_t>());
   attempt_ = 0;
   round_.clear();
   double tokens = 0;

@@ -10,6 +10,7 @@
 #include <functional>
 #include <future>
 #include <limits>
+#include <numeric>
 #include <thread>
 
 #include "comm/ledger.h"
@@ -133,8 +134,14 @@ at::Tensor SiteLane::max_over_site(const at::Tensor& v) { return std::get<0>(ove
 ShardClient& SiteLane::client(int shard) { return *clients_.at(static_cast<size_t>(shard)); }
 
 std::pair<int64_t, int64_t> SiteLane::fetch_models(int64_t round, std::vector<at::Tensor>& into) {
-  int64_t lo = std::numeric_limits<int64_t>::max(), hi = -1;
-  for (const auto& p : pieces_) {
+  // Every piece at once: each shard answers with the round it has committed when asked, so asked one after the
+  // other over a slow link, the shards straddle a commit more often than not, and a site whose fetch takes longer
+  // than a round chased the federation until it stopped (seen: 1.4% loss and 200 ms jitter, tests/sites_chaos.py).
+  std::vector<int64_t> rounds(pieces_.size());
+  std::vector<size_t> all(pieces_.size());
+  std::iota(all.begin(), all.end(), 0);
+  concurrently(all, [&](size_t k) {
+    const auto& p = pieces_[k];
     FetchRequest req;
     req.round = round;
     req.site = site_.name;
@@ -166,10 +173,10 @@ std::pair<int64_t, int64_t> SiteLane::fetch_models(int64_t round, std::vector<at
       auto dst = into[p.unit].narrow(0, p.offset + (c.offset - p.global.begin), c.count);
       std::memcpy(dst.data_ptr(), c.payload.data(), c.payload.size());
     }
-    lo = std::min(lo, f.header.round);
-    hi = std::max(hi, f.header.round);
-  }
-  return {lo, hi};
+    rounds[k] = f.header.round;
+  });
+  if (rounds.empty()) return {std::numeric_limits<int64_t>::max(), -1};
+  return {*std::min_element(rounds.begin(), rounds.end()), *std::max_element(rounds.begin(), rounds.end())};
 }
 
 int64_t SiteLane::agree_on_round(int64_t round, std::vector<at::Tensor>& values) {

@@ -46,6 +46,7 @@ class SiteLane final : public federation::Lane {
   void progress() override {}
   at::Tensor nonfinite_flag() const override;
   int64_t global_checksum() const override;
+  std::optional<int64_t> server_round() const override { return global_round_; }
   void with_global_model(const std::function<void()>& fn) override;
   void with_backlog_model(const std::function<void()>& fn) override;
 

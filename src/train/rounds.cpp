@@ -121,9 +121,10 @@ void Rounds::settle(int64_t step) {
 }
 
 void Rounds::audit(int64_t step) {
-  log_.audit(comm::MpiRuntime::get().world_rank(),
-             {{"round", schedule_.syncs()}, {"step", step}, {"group", group_ids_.at(static_cast<size_t>(group_))},
-              {"checksum", lane_->global_checksum()}});
+  nlohmann::json line = {{"round", schedule_.syncs()}, {"step", step},
+                         {"group", group_ids_.at(static_cast<size_t>(group_))}, {"checksum", lane_->global_checksum()}};
+  if (const auto r = lane_->server_round()) line["server_round"] = *r;
+  log_.audit(comm::MpiRuntime::get().world_rank(), line);
 }
 
 void Rounds::record(const RoundResult& r, TrainingState& st) const {
