@@ -63,15 +63,15 @@ def lines(path):
         return []
 
 
-def fedshard_pids(out):
-    """PIDs of the fedshard processes (a site's ranks) training into `out`."""
+def fedshard_pids(binary, out):
+    """PIDs of the processes of `binary` (a site's ranks) training into `out`."""
     pids = []
     for d in glob.glob("/proc/[0-9]*"):
         try:
             cmd = open(d + "/cmdline", "rb").read().split(b"\0")
         except OSError:
             continue
-        if out.encode() in cmd and cmd[0].endswith(b"fedshard"):
+        if out.encode() in cmd and cmd[0] == binary.encode():
             pids.append(int(os.path.basename(d)))
     return pids
 
@@ -217,10 +217,12 @@ class Trial:
         self.fault_time = None  # wall clock
         self.audit_at_fault = None
         restart_at = {}  # site -> monotonic time its next job starts
+        tried = False
         healed_at = None
         while time.monotonic() - t0 < TRIAL_TIMEOUT:
             now = time.monotonic()
-            if self.fault_time is None and self.fault != "lossy link" and len(self.rounds(0)) > at_round:
+            if not tried and self.fault != "lossy link" and len(self.rounds(0)) > at_round:
+                tried = True
                 time.sleep(delay)
                 self.inject(victim, shard, rank)
                 healed_at = time.monotonic() + cut if self.fault == "link cut" else None
@@ -281,18 +283,23 @@ class Trial:
         return next((l for l in reversed(text) if "fedshard" in l), text[-1] if text else "no output")
 
     def inject(self, victim, shard, rank):
+        """Hits the victim; a site whose job has ended is not hit (fault_time stays None: nothing to recover)."""
         self.fault_time = time.time()
         self.round_at_fault = max((r["round"] for r in self.rounds(0)), default=0)
         self.audit_at_fault = {n: [len(a) for a in self.audit_lines(n)] for n in ("site-a", "site-b")}
-        if self.fault == "site rank":
-            pids = sorted(fedshard_pids(self.path(victim)))
+        if self.fault in ("site rank", "whole site") and self.jobs[victim].poll() is not None:
+            self.notes.append(f"{victim}'s job had ended: not hit")
+            self.fault_time = None
+        elif self.fault == "site rank":
+            pids = sorted(fedshard_pids(self.c.bin, self.path(victim)))
             if len(pids) < 2:
-                self.notes.append(f"{victim}'s ranks gone before the kill")
+                self.notes.append(f"{victim}'s ranks gone before the kill: not hit")
+                self.fault_time = None
                 return
             os.kill(pids[rank], signal.SIGKILL)
         elif self.fault == "whole site":
             for kill in [lambda: os.killpg(self.jobs[victim].pid, signal.SIGKILL)] + \
-                    [lambda p=p: os.kill(p, signal.SIGKILL) for p in fedshard_pids(self.path(victim))]:
+                    [lambda p=p: os.kill(p, signal.SIGKILL) for p in fedshard_pids(self.c.bin, self.path(victim))]:
                 try:
                     kill()
                 except ProcessLookupError:
@@ -460,6 +467,8 @@ def main():
     if os.geteuid() != 0 or not os.path.exists("/dev/net/tun") or not shutil.which("gcc"):
         print("skipped: sites_chaos needs root (network namespaces), /dev/net/tun and gcc")
         return 77
+    # A stop from outside (ctest's timeout, ^C) still removes the namespaces and the trials' processes (finally).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("sites_chaos: stopped (SIGTERM)"))
     c = Chaos(a)
     c.prepare()
     c.net = Net(c.tmp)
@@ -480,6 +489,12 @@ def main():
             if not a.keep:
                 shutil.rmtree(t.dir, ignore_errors=True)
     finally:
+        for d in glob.glob("/proc/[0-9]*"):  # a trial's processes, where it was stopped midway
+            try:
+                if c.tmp.encode() in open(d + "/cmdline", "rb").read() and int(os.path.basename(d)) != os.getpid():
+                    os.kill(int(os.path.basename(d)), signal.SIGKILL)
+            except OSError:
+                pass
         c.net.close()
         if not a.keep:
             shutil.rmtree(c.tmp, ignore_errors=True)
