@@ -8,11 +8,13 @@ network namespace; site B has one of its own, whose only way to the server is be
 its link can fail as a WAN link does. One fault is drawn:
   - site rank: kill -9 of one of a site's ranks;
   - whole site: kill -9 of every process of a site's job (mpirun and its ranks);
+  - preempted site: SIGUSR1 to a site's ranks, as Slurm's `--signal` before a preemption: the site must checkpoint,
+    leave the rounds and exit 75;
   - server shard: kill -9 of a shard, started again with its state directory and port after a drawn pause;
   - link cut: site B's link loses every packet for a drawn time shorter or longer than the round deadline, then heals;
   - lossy link: 1-5% packet loss and up to 200 ms jitter on B's link for the whole run;
 at a drawn moment (once shard 0 committed a drawn round, plus a drawn delay). A site's job that ended before its
-last step is started again as a scheduler's requeue would (the same command, `--resume auto`) after a drawn pause.
+last step is started again as Slurm's requeue would (the same command, `--resume auto`) after a drawn pause.
 Checked, for every trial:
   - no hang: every job ends within the trial's time, each site's last job with exit 0 and a summary; each shard
     stops on SIGTERM;
@@ -49,7 +51,8 @@ STEPS = 40  # 10 rounds
 DEADLINE = 4.0  # the server's round deadline, seconds
 TRIAL_TIMEOUT = 240  # seconds: a trial still running then is a hang
 JOB_END = 60  # seconds a site's job may take to end after its rank or link was hit
-FAULTS = ["site rank", "whole site", "server shard", "link cut", "lossy link"]
+FAULTS = ["site rank", "whole site", "preempted site", "server shard", "link cut", "lossy link"]
+PREEMPTED_EXIT = 75  # a preempted job's exit (train/preemption.h), which Slurm's requeue follows
 
 
 def run(cmd, **kw):
@@ -201,11 +204,12 @@ class Trial:
         cut = round(rng.uniform(0.5, DEADLINE - 1) if rng.random() < 0.5 else rng.uniform(DEADLINE + 1, 15), 1)
         pause = round(rng.uniform(0, 3), 1)
         what = {"site rank": f"kill -9 rank {rank} of {victim}", "whole site": f"kill -9 {victim}'s job",
+                "preempted site": f"SIGUSR1 to {victim}'s ranks (a preemption), requeued {pause} s after it ends",
                 "server shard": f"kill -9 shard {shard}/2, started again {pause} s later",
                 "link cut": f"site-b's link cut for {cut} s (deadline {DEADLINE:g} s)",
                 "lossy link": f"site-b's link: {loss}% loss, {jitter} ms jitter"}[self.fault]
         self.what = f"{what}, after round {at_round} + {delay} s, compress {self.compress}"
-        self.hit = victim if self.fault in ("site rank", "whole site", "link cut") else None
+        self.hit = victim if self.fault in ("site rank", "whole site", "preempted site", "link cut") else None
         self.killed_shard = shard if self.fault == "server shard" else None
 
         t0 = time.monotonic()
@@ -240,6 +244,10 @@ class Trial:
                     continue
                 if self.starts[name] > 3:
                     continue
+                if self.fault == "preempted site" and name == self.hit and job.returncode != PREEMPTED_EXIT \
+                        and self.starts[name] == 1:
+                    self.problems.append(f"{name}'s preempted job ended {job.returncode}, not {PREEMPTED_EXIT}: "
+                                         f"{self.tail(name)}")
                 if name != self.hit or self.fault == "link cut":
                     self.problems.append(f"{name}'s job ended {job.returncode} though not hit: "
                                          f"{self.tail(name)}")
@@ -287,7 +295,7 @@ class Trial:
         self.fault_time = time.time()
         self.round_at_fault = max((r["round"] for r in self.rounds(0)), default=0)
         self.audit_at_fault = {n: [len(a) for a in self.audit_lines(n)] for n in ("site-a", "site-b")}
-        if self.fault in ("site rank", "whole site") and self.jobs[victim].poll() is not None:
+        if self.fault in ("site rank", "whole site", "preempted site") and self.jobs[victim].poll() is not None:
             self.notes.append(f"{victim}'s job had ended: not hit")
             self.fault_time = None
         elif self.fault == "site rank":
@@ -302,6 +310,12 @@ class Trial:
                     [lambda p=p: os.kill(p, signal.SIGKILL) for p in fedshard_pids(self.c.bin, self.path(victim))]:
                 try:
                     kill()
+                except ProcessLookupError:
+                    pass
+        elif self.fault == "preempted site":
+            for p in fedshard_pids(self.c.bin, self.path(victim)):
+                try:
+                    os.kill(p, signal.SIGUSR1)
                 except ProcessLookupError:
                     pass
         elif self.fault == "server shard":
