@@ -242,14 +242,13 @@ class Trial:
                     continue
                 if job.returncode == 0 and self.finished(name):
                     continue
-                if self.starts[name] > 3:
-                    continue
                 if self.fault == "preempted site" and name == self.hit and job.returncode != PREEMPTED_EXIT \
                         and self.starts[name] == 1:
                     self.problems.append(f"{name}'s preempted job ended {job.returncode}, not {PREEMPTED_EXIT}: "
                                          f"{self.tail(name)}")
-                if name != self.hit or self.fault == "link cut":
-                    self.problems.append(f"{name}'s job ended {job.returncode} though not hit: "
+                if name != self.hit or self.fault == "link cut" or self.starts[name] > 1:
+                    # One fault a trial: a site not hit, or one already started again, has no reason to end early.
+                    self.problems.append(f"{name}'s job {self.starts[name]} ended {job.returncode} though not hit: "
                                          f"{self.tail(name)}")
                     restart_at[name] = float("inf")
                     continue
@@ -386,8 +385,8 @@ class Trial:
                 if back:
                     self.rejoined = round(back[0]["committed_s"] - self.fault_time, 2)
                 else:
-                    left = len(self.audit_lines(self.hit)[0]) - self.audit_at_fault[self.hit][0] \
-                        if self.audit_at_fault[self.hit] else 0
+                    now, then = self.audit_lines(self.hit), self.audit_at_fault[self.hit]
+                    left = len(now[0]) - (then[0] if then else 0) if now else 0
                     if left >= 2:
                         self.problems.append(f"{self.hit} took {left} rounds after the fault but took part in none")
 
