@@ -50,7 +50,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 STEPS = 40  # 10 rounds
 DEADLINE = 4.0  # the server's round deadline, seconds
 TRIAL_TIMEOUT = 240  # seconds: a trial still running then is a hang
-JOB_END = 60  # seconds a site's job may take to end after its rank or link was hit
 FAULTS = ["site rank", "whole site", "preempted site", "server shard", "link cut", "lossy link"]
 PREEMPTED_EXIT = 75  # a preempted job's exit (train/preemption.h), which Slurm's requeue follows
 
