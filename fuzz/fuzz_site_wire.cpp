@@ -26,7 +26,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace fedshard::sites;
   if (size == 0) return 0;
   const std::string bytes(reinterpret_cast<const char*>(data) + 1, size - 1);
-  switch (data[0] % 11) {
+  switch (data[0] % 12) {
     case 0:
       check(parse_hello, bytes);
       try {
@@ -50,7 +50,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 7: check(parse_leave, bytes); break;
     case 8: check(parse_ack, bytes); break;
     case 9: check(parse_report, bytes); break;
-    default: check(parse_decision, bytes); break;
+    case 10: check(parse_decision, bytes); break;
+    default: check(parse_attend, bytes); break;
   }
   return 0;
 }

@@ -16,7 +16,9 @@
 #    refused with one line on the server and on the site; the round goes on with the others;
 #  - a hostile client (tests/sites_probe.py: grpcio and the protocol as docs/sites.md gives it, not fedshard's code)
 #    with a certificate of the CA sends every bad message of issue 63's list: each refused with its status and line,
-#    and the global model is only what its valid submissions made;
+#    and the global model is only what its valid submissions made; a second session under its name is refused while
+#    its Attend call is open, and takes the name once it has ended;
+#  - a second fedshard job under a connected site's certificate is refused with one line (exit 2); the first goes on;
 #  - a certificate revoked while the server runs (its CRL file replaced) is refused from then on; random bytes on the
 #    port where a TLS handshake belongs are dropped; the rounds go on;
 #  - a hostile site (random values in place of its change, at every round): refused by a norm bound while the
@@ -324,7 +326,7 @@ while IFS='|' read -r case want; do
     probe_fails=$((probe_fails + 1))
   fi
 done <<'EOF_CASES'
-protocol version 2|FAILED_PRECONDITION: protocol version 2; this server speaks 1
+protocol version 1|FAILED_PRECONDITION: protocol version 1; this server speaks 2
 a hello naming another site|PERMISSION_DENIED: the site calls itself 'someone-else' but its certificate names 'site-c'
 a malformed identity|INVALID_ARGUMENT: a malformed federation identity
 random bytes as a hello|INVALID_ARGUMENT: hello: not a fedshard site message
@@ -347,12 +349,44 @@ a message larger than a chunk may be|RESOURCE_EXHAUSTED: Received message larger
 trailing bytes after a header|INVALID_ARGUMENT: submission header: 1 bytes after the message
 an empty submission|INVALID_ARGUMENT: an empty submission
 a valid round 1 after all that|OK
+the site's job attends|OK
+a second job's hello under a connected site's name|ALREADY_EXISTS: site site-c is already connected from another job
+a second job's submission|ALREADY_EXISTS: site site-c is already connected from another job
+the second job once the first has gone|OK
+the first job's fetch after the second took the name|ALREADY_EXISTS: site site-c is already connected from another job
 EOF_CASES
 # (gRPC refuses the oversized message before fedshard reads it: the server's line is then that the stream ended.)
-if [ "$(grep -c . probe/out.txt)" -ne 24 ] || ! grep -qx "round 1's global model: \[2.0\]" probe/out.txt; then
-  fail "a hostile client: $(grep -c . probe/out.txt) lines of 24, the model: $(tail -n 1 probe/out.txt) $(tail -n 1 probe/err.txt)"
+if [ "$(grep -c . probe/out.txt)" -ne 29 ] || ! grep -qx "round 1's global model: \[2.0\]" probe/out.txt; then
+  fail "a hostile client: $(grep -c . probe/out.txt) lines of 29, the model: $(grep -m1 "global model" probe/out.txt) $(tail -n 1 probe/err.txt)"
 elif [ $probe_fails -eq 0 ]; then
-  ok "a hostile client's 21 bad messages (protocol version, names, identity, replay and future rounds, lengths, ranges, NaN, Inf, checksum, cut and oversized streams, garbage): each refused with its line on both sides; round 1's global model is its one valid submission's"
+  ok "a hostile client's 24 bad messages (protocol version, names, identity, replay and future rounds, lengths, ranges, NaN, Inf, checksum, cut and oversized streams, garbage, a second job under a connected site's name): each refused with its line on both sides; round 1's global model is its one valid submission's; the name passes to a second job once the first is gone"
+fi
+
+# 5c. Two jobs under one site's name: site A's job waits for site B (quorum 2) while a second job with A's certificate
+# starts; the second is refused (its hello tried again for sites.patience = 10 s while A's job holds the name) and
+# ends with one line; A's job is untouched, and once B comes both take every round.
+mkdir -p dup
+serve dup/s0 0 1 --round-deadline 300 --quorum 2
+addresses="localhost:$(cat dup/s0.port)"
+site site-a dup/a 8 --server "$addresses" --set sites.data=0/2
+pa=$site_pid
+for _ in $(seq 600); do grep -q "pinned by site site-a" dup/s0.log && break; sleep 0.2; done
+timeout -k 5 120 "${mpi[@]}" -np 2 $(rank_files dup/second.ranks) "$bin" "${common[@]}" --strategy fsdp --steps 8 \
+  --site site-a --tls-cert site-a.pem --tls-key site-a.key --tls-ca ca.pem --server "$addresses" \
+  --set sites.patience=10 --out dup/second >dup/second.log 2>&1
+rd=$?
+site site-b dup/b 8 --server "$addresses" --set sites.data=1/2
+pb=$site_pid
+wait $pa; ra=$?; wait $pb; rb=$?
+stop_servers
+said=$(rank_output dup/second.ranks | grep -c "fedshard: error.*site site-a is already connected from another job")
+if [ $rd -ne 2 ] || [ "$said" -ne 1 ] || ! grep -q "refused a hello from site-a (.*): site site-a is already connected from another job" dup/s0.log; then
+  fail "a second job under a connected site's name: exit $rd, $said line(s): $(rank_output dup/second.ranks | grep error | head -n 2)"
+elif [ $ra -ne 0 ] || [ $rb -ne 0 ] || [ "$(grep -c 'round [12] committed with sites \[site-a, site-b\]' dup/s0.log)" -ne 2 ] ||
+     rank_output dup/a.ranks | grep -q "fedshard: error"; then
+  fail "a second job under a connected site's name: the first job and B ended $ra, $rb; $(grep -c committed dup/s0.log) rounds"
+else
+  ok "a second job under a connected site's name: refused on both sides ('$(rank_output dup/second.ranks | grep -o "fedshard: error.*" | head -n 1 | cut -c1-170)'); the first job and B took rounds 1-2 together (exit 0)"
 fi
 
 # 6. A hostile site (FEDSHARD_SITE_ATTACK). (a) Site B sends random values (sigma 0.5: a norm of about 180 over the

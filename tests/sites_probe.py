@@ -9,13 +9,15 @@ Usage: sites_probe.py HOST:PORT CA_PEM CERT_PEM KEY_PEM SITE_NAME
 import json
 import struct
 import sys
+import time
 
 import grpc
 
 MAGIC = b"FSR1"
-HELLO, HELLO_REPLY, SUBMIT_HEADER, CHUNK, SUBMIT_REPLY, FETCH_REQUEST, FETCH_HEADER = 1, 2, 3, 4, 5, 6, 7
+HELLO, HELLO_REPLY, SUBMIT_HEADER, CHUNK, SUBMIT_REPLY, FETCH_REQUEST, FETCH_HEADER, ATTEND = 1, 2, 3, 4, 5, 6, 7, 12
 MODEL, DELTA = 1, 2
 ELEMENTS = 1000  # the probe's model: 1000 float32 elements
+JOB, SECOND_JOB = 0x5EC0DE, 0xD0C0DE  # sessions: the probe's job, and a second job under its name
 
 
 def crc32c(data):
@@ -32,13 +34,18 @@ def s(text):
     return struct.pack("<I", len(raw)) + raw
 
 
-def hello(identity, site, version=1):
-    return MAGIC + bytes([HELLO]) + struct.pack("<I", version) + s(json.dumps(identity)) + s(site) + struct.pack("<II", 0, 1)
+def hello(identity, site, session=JOB):
+    return (MAGIC + bytes([HELLO]) + struct.pack("<IQ", 2, session) + s(json.dumps(identity)) + s(site)
+            + struct.pack("<II", 0, 1))
 
 
-def header(round_, site, begin, end, payload=MODEL, tokens=100.0):
-    return (MAGIC + bytes([SUBMIT_HEADER]) + struct.pack("<q", round_) + s(site) + struct.pack("<I", 0) + bytes([payload])
-            + struct.pack("<dqq", tokens, begin, end))
+def hello_v1(identity, site):  # an older fedshard's: version 1 had no session
+    return MAGIC + bytes([HELLO]) + struct.pack("<I", 1) + s(json.dumps(identity)) + s(site) + struct.pack("<II", 0, 1)
+
+
+def header(round_, site, begin, end, payload=MODEL, tokens=100.0, session=JOB):
+    return (MAGIC + bytes([SUBMIT_HEADER]) + struct.pack("<q", round_) + s(site) + struct.pack("<QI", session, 0)
+            + bytes([payload]) + struct.pack("<dqq", tokens, begin, end))
 
 
 def chunk(offset, values, crc=None, count=None):
@@ -48,8 +55,13 @@ def chunk(offset, values, crc=None, count=None):
             + s(payload))
 
 
-def fetch_request(round_, site, begin, end, have=-1):
-    return MAGIC + bytes([FETCH_REQUEST]) + struct.pack("<qq", round_, have) + s(site) + struct.pack("<Iqq", 0, begin, end)
+def fetch_request(round_, site, begin, end, have=-1, session=JOB):
+    return (MAGIC + bytes([FETCH_REQUEST]) + struct.pack("<qq", round_, have) + s(site)
+            + struct.pack("<QIqq", session, 0, begin, end))
+
+
+def attend(site, session):
+    return MAGIC + bytes([ATTEND]) + s(site) + struct.pack("<QI", session, 0)
 
 
 class Probe:
@@ -60,6 +72,7 @@ class Probe:
         self._hello = self.channel.unary_unary("/fedshard.sites.v1.RoundServer/Hello")
         self._submit = self.channel.stream_unary("/fedshard.sites.v1.RoundServer/Submit")
         self._fetch = self.channel.unary_stream("/fedshard.sites.v1.RoundServer/Fetch")
+        self._attend = self.channel.unary_stream("/fedshard.sites.v1.RoundServer/Attend")
 
     def case(self, name, call):
         try:
@@ -78,6 +91,23 @@ class Probe:
     def fetch(self, round_):
         return list(self._fetch(fetch_request(round_, self.site, 0, ELEMENTS), timeout=60))
 
+    def attend(self, session):
+        """Opens an Attend call and returns it once the shard counts it (its first message)."""
+        call = self._attend(attend(self.site, session), timeout=120)
+        next(call)
+        return call
+
+    def hello_once_free(self, message, seconds=30):
+        """The hello, tried again while the shard says another job holds the name, for up to `seconds`."""
+        deadline = time.monotonic() + seconds
+        while True:
+            try:
+                return self.hello(message)
+            except grpc.RpcError as e:
+                if e.code() != grpc.StatusCode.ALREADY_EXISTS or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+
 
 def main():
     address, ca, cert, key, site = sys.argv[1:6]
@@ -86,10 +116,10 @@ def main():
                 "total": ELEMENTS}
     other = dict(identity, tokenizer="another tokenizer")
     ones = [1.0] * ELEMENTS
-    p.case("protocol version 2", lambda: p.hello(hello(identity, site, version=2)))
+    p.case("protocol version 1", lambda: p.hello(hello_v1(identity, site)))
     p.case("a hello naming another site", lambda: p.hello(hello(identity, "someone-else")))
-    p.case("a malformed identity", lambda: p.hello(MAGIC + bytes([HELLO]) + struct.pack("<I", 1) + s("{not json")
-                                                   + s(site) + struct.pack("<II", 0, 1)))
+    p.case("a malformed identity", lambda: p.hello(MAGIC + bytes([HELLO]) + struct.pack("<IQ", 2, JOB)
+                                                   + s("{not json") + s(site) + struct.pack("<II", 0, 1)))
     p.case("random bytes as a hello", lambda: p.hello(b"\x17\x03\x03garbage that is not a message"))
     p.case("the first hello pins the federation", lambda: p.hello(hello(identity, site)))
     p.case("another federation identity", lambda: p.hello(hello(other, site)))
@@ -117,6 +147,19 @@ def main():
     got = p.fetch(1)
     values = struct.unpack(f"<{ELEMENTS}f", got[1][4 + 1 + 16 + 4 + 4:]) if len(got) == 2 else ()
     print(f"round 1's global model: {sorted(set(values))}")
+    sys.stdout.flush()
+    # Two jobs under one certificate: while the probe's job holds an Attend call open, another session is refused;
+    # once that call ends (the job gone), the other job takes the name, and the first one is then refused.
+    first = p.attend(JOB)
+    print("the site's job attends: OK")
+    p.case("a second job's hello under a connected site's name", lambda: p.hello(hello(identity, site, SECOND_JOB)))
+    p.case("a second job's submission", lambda: p.submit([header(2, site, 0, ELEMENTS, session=SECOND_JOB),
+                                                         chunk(0, ones)]))
+    first.cancel()
+    p.case("the second job once the first has gone", lambda: p.hello_once_free(hello(identity, site, SECOND_JOB)))
+    second = p.attend(SECOND_JOB)
+    p.case("the first job's fetch after the second took the name", lambda: p.fetch(2))
+    second.cancel()
     return 0
 
 

@@ -18,6 +18,7 @@ constexpr const char* kSubmitMethod = "/fedshard.sites.v1.RoundServer/Submit";
 constexpr const char* kFetchMethod = "/fedshard.sites.v1.RoundServer/Fetch";
 constexpr const char* kLeaveMethod = "/fedshard.sites.v1.RoundServer/Leave";
 constexpr const char* kReportMethod = "/fedshard.sites.v1.RoundServer/Report";
+constexpr const char* kAttendMethod = "/fedshard.sites.v1.RoundServer/Attend";
 
 grpc::ByteBuffer to_buffer(const std::string& bytes);
 std::string from_buffer(const grpc::ByteBuffer& buffer);

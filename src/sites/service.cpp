@@ -37,6 +37,9 @@ RoundService::RoundService(Shard& shard, const TlsMaterial& tls, Coordinator* co
   AddMethod(new RpcServiceMethod(kReportMethod, RpcMethod::NORMAL_RPC,
                                  new grpc::internal::RpcMethodHandler<RoundService, ByteBuffer, ByteBuffer>(
                                      &RoundService::report, this)));
+  AddMethod(new RpcServiceMethod(kAttendMethod, RpcMethod::SERVER_STREAMING,
+                                 new grpc::internal::ServerStreamingHandler<RoundService, ByteBuffer, ByteBuffer>(
+                                     &RoundService::attend, this)));
 }
 
 grpc::Status RoundService::guarded(grpc::ServerContext* ctx, const char* what,
@@ -94,6 +97,13 @@ grpc::Status RoundService::fetch(grpc::ServerContext* ctx, const ByteBuffer* in,
 grpc::Status RoundService::leave(grpc::ServerContext* ctx, const ByteBuffer* in, ByteBuffer* out) {
   return guarded(ctx, "a leave", [&](const std::string& peer) {
     *out = to_buffer(encode(shard_.leave(parse_leave(from_buffer(*in)), peer)));
+  });
+}
+
+grpc::Status RoundService::attend(grpc::ServerContext* ctx, const ByteBuffer* in, grpc::ServerWriter<ByteBuffer>* out) {
+  return guarded(ctx, "an attend", [&](const std::string& peer) {
+    shard_.attend(parse_attend(from_buffer(*in)), peer, [&] { return ctx->IsCancelled(); },
+                  [&](const std::string& bytes) { return out->Write(to_buffer(bytes)); });
   });
 }
 

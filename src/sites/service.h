@@ -27,6 +27,7 @@ class RoundService : public grpc::Service {
   grpc::Status submit(grpc::ServerContext* ctx, grpc::ServerReader<grpc::ByteBuffer>* in, grpc::ByteBuffer* out);
   grpc::Status fetch(grpc::ServerContext* ctx, const grpc::ByteBuffer* in, grpc::ServerWriter<grpc::ByteBuffer>* out);
   grpc::Status leave(grpc::ServerContext* ctx, const grpc::ByteBuffer* in, grpc::ByteBuffer* out);
+  grpc::Status attend(grpc::ServerContext* ctx, const grpc::ByteBuffer* in, grpc::ServerWriter<grpc::ByteBuffer>* out);
   grpc::Status report(grpc::ServerContext* ctx, const grpc::ByteBuffer* in, grpc::ByteBuffer* out);
   // Runs `call` for a verified peer (its name), turning refusals, malformed messages and errors into a status and
   // one line on stderr.

@@ -55,7 +55,7 @@ struct Shard::Submission {
 
 Shard::Shard(ServeOptions opts, std::function<Decision(const Report&)> report, const Faults& faults)
     : opts_(std::move(opts)), report_(std::move(report)), faults_(faults),
-      store_(opts_.state_dir, opts_.shard, opts_.shards) {
+      store_(opts_.state_dir, opts_.shard, opts_.shards), sessions_(cat("shard ", opts_.shard, "/", opts_.shards)) {
   identity_ = store_.identity();
   if (identity_) {
     ranges_.emplace(std::vector<int64_t>{identity_->total});
@@ -102,6 +102,7 @@ HelloReply Shard::hello(const Hello& h, const std::string& site) {
     refuse(grpc::FAILED_PRECONDITION, cat("protocol version ", h.version, "; this server speaks ", kProtocolVersion));
   if (h.site != site)
     refuse(grpc::PERMISSION_DENIED, cat("the site calls itself '", h.site, "' but its certificate names '", site, "'"));
+  const SiteSessions::Call call(sessions_, site, h.session);
   Identity theirs;
   try {
     theirs = Identity::from_json(nlohmann::json::parse(h.identity));
@@ -166,6 +167,7 @@ SubmitReply Shard::submit(const SubmitHeader& h, const std::string& site, const 
   at::NoGradGuard no_grad;
   if (h.site != site)
     refuse(grpc::PERMISSION_DENIED, cat("a submission for site '", h.site, "' from site '", site, "'"));
+  const SiteSessions::Call call(sessions_, site, h.session);
   int64_t open = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -235,6 +237,7 @@ SubmitReply Shard::submit(const SubmitHeader& h, const std::string& site, const 
 void Shard::fetch(const FetchRequest& r, const std::string& site, const std::function<bool()>& cancelled,
                   const std::function<bool(const std::string&)>& write) {
   if (r.site != site) refuse(grpc::PERMISSION_DENIED, cat("a fetch for site '", r.site, "' from site '", site, "'"));
+  const SiteSessions::Call call(sessions_, site, r.session);
   std::unique_lock<std::mutex> lock(mu_);
   if (!identity_) refuse(grpc::FAILED_PRECONDITION, "a fetch before the site's hello");
   if (r.round == committed_ + 2)
@@ -288,9 +291,23 @@ void Shard::fetch(const FetchRequest& r, const std::string& site, const std::fun
 
 Ack Shard::leave(const Leave& l, const std::string& site) {
   if (l.site != site) refuse(grpc::PERMISSION_DENIED, cat("a leave for site '", l.site, "' from site '", site, "'"));
+  {
+    const SiteSessions::Call call(sessions_, site, l.session);
+    sessions_.release(site, l.session);
+  }
   if (on_site) on_site(site, true);
   std::fprintf(stderr, "fedshard serve: shard %d/%d: site %s left\n", opts_.shard, opts_.shards, site.c_str());
   return {};
+}
+
+void Shard::attend(const Attend& a, const std::string& site, const std::function<bool()>& cancelled,
+                   const std::function<bool(const std::string&)>& write) {
+  if (a.site != site) refuse(grpc::PERMISSION_DENIED, cat("an attend for site '", a.site, "' from site '", site, "'"));
+  const SiteSessions::Call call(sessions_, site, a.session);
+  if (!write(encode(Ack{}))) return;
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_ && !cancelled()) changed_.wait_for(lock, std::chrono::milliseconds(200));
+  if (stopping_) refuse(grpc::UNAVAILABLE, "the round server is stopping");
 }
 
 Report Shard::report_locked() {

@@ -19,8 +19,10 @@
 #include "federation/outer_optimizer.h"
 #include "sites/identity.h"
 #include "sites/model_ranges.h"
+#include "sites/refusal.h"
 #include "sites/round_math.h"
 #include "sites/shard_store.h"
+#include "sites/site_sessions.h"
 #include "sites/wire.h"
 #include "util/faults.h"
 
@@ -32,12 +34,6 @@ struct ServeOptions {
   federation::OuterOptions outer;
   int quorum = 0;         // sites a round waits for; 0: every active site
   double deadline = 600;  // seconds after the first complete site: the round closes with those complete
-};
-
-// A refusal that reaches the peer as a gRPC status (its code, from grpc::StatusCode) and one line.
-struct Refusal {
-  int code;
-  std::string message;
 };
 
 class Shard {
@@ -54,6 +50,10 @@ class Shard {
   void fetch(const FetchRequest& r, const std::string& site, const std::function<bool()>& cancelled,
              const std::function<bool(const std::string&)>& write);
   Ack leave(const Leave& l, const std::string& site);
+  // Holds the site's job connected (sites/site_sessions.h): writes one Ack, then returns when `cancelled` (the rank
+  // ended or its link failed) or the shard stops.
+  void attend(const Attend& a, const std::string& site, const std::function<bool()>& cancelled,
+              const std::function<bool(const std::string&)>& write);
 
   // The driver: reports, prepares, commits until stop().
   void run();
@@ -80,6 +80,7 @@ class Shard {
   std::optional<Identity> identity_;
   std::optional<ModelRanges> ranges_;
   std::optional<federation::Codec> codec_;
+  SiteSessions sessions_;
   mutable std::mutex mu_;
   std::condition_variable changed_;
   ShardModel model_;               // as of the last committed round

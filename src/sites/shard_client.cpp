@@ -41,10 +41,16 @@ bool handshake_refused(const grpc::Status& s) {
           m.find("Peer name") != std::string::npos);
 }
 
+// How long a hello waits for another job's hold on the site's name to end: keepalive (10 s of pings, 10 s for the
+// answer) ends a dead predecessor's calls within about 20 s, and the name is free a few seconds after.
+constexpr double kHeldPatience = 60;
+
 }  // namespace
 
 ShardClient::ShardClient(std::string address, const TlsMaterial& tls, const std::string& server_name, double patience)
     : address_(std::move(address)), channel_(make_channel(address_, tls, server_name)), patience_(patience) {}
+
+ShardClient::~ShardClient() { stop_attending(); }
 
 void ShardClient::fail(const char* what, const grpc::Status& s) const {
   if (handshake_refused(s))
@@ -58,12 +64,16 @@ void ShardClient::fail(const char* what, const grpc::Status& s) const {
 
 grpc::Status ShardClient::with_retries(const char* what,
                                         const std::function<grpc::Status(grpc::ClientContext&)>& call) {
-  const auto give_up = Clock::now() + std::chrono::duration<double>(patience_);
+  const auto started = Clock::now();
+  const auto give_up = started + std::chrono::duration<double>(patience_);
   double backoff = 0.2;
   for (;;) {
     grpc::ClientContext ctx;
     auto s = call(ctx);
-    if (s.ok() || !transient(s) || handshake_refused(s) || Clock::now() + std::chrono::duration<double>(backoff) > give_up) {
+    const bool held = s.error_code() == grpc::ALREADY_EXISTS &&
+                      Clock::now() - started < std::chrono::duration<double>(std::min(patience_, kHeldPatience));
+    if (s.ok() || (!transient(s) && !held) || handshake_refused(s) ||
+        Clock::now() + std::chrono::duration<double>(backoff) > give_up) {
       if (!s.ok() && s.error_code() != grpc::ABORTED) fail(what, s);
       return s;
     }
@@ -133,7 +143,44 @@ ShardClient::Fetched ShardClient::fetch(const FetchRequest& r) {
   return f;
 }
 
+void ShardClient::attend(const Attend& a) {
+  if (attending_.joinable()) return;
+  attending_ = std::thread([this, request = encode(a)] {
+    for (double backoff = 0.2;; backoff = std::min(backoff * 2, 5.0)) {
+      grpc::ClientContext ctx;
+      {
+        std::lock_guard<std::mutex> lock(attend_mu_);
+        if (attend_stopping_) return;
+        attend_call_ = &ctx;
+      }
+      const RpcMethod m(kAttendMethod, RpcMethod::SERVER_STREAMING, channel_);
+      std::unique_ptr<grpc::ClientReader<ByteBuffer>> rd(
+          grpc::internal::ClientReaderFactory<ByteBuffer>::Create(channel_.get(), m, &ctx, to_buffer(request)));
+      ByteBuffer b;
+      bool held = false;
+      while (rd->Read(&b)) held = true;
+      const auto s = rd->Finish();
+      std::unique_lock<std::mutex> lock(attend_mu_);
+      attend_call_ = nullptr;
+      if (!transient(s) || handshake_refused(s)) return;
+      if (held) backoff = 0.2;  // it was held until the link or the shard failed: call again soon
+      attend_changed_.wait_for(lock, std::chrono::duration<double>(backoff), [&] { return attend_stopping_; });
+    }
+  });
+}
+
+void ShardClient::stop_attending() {
+  {
+    std::lock_guard<std::mutex> lock(attend_mu_);
+    attend_stopping_ = true;
+    if (attend_call_) attend_call_->TryCancel();
+  }
+  attend_changed_.notify_all();
+  if (attending_.joinable()) attending_.join();
+}
+
 void ShardClient::leave(const Leave& l) {
+  stop_attending();
   ByteBuffer out;
   once("a leave", [&](grpc::ClientContext& ctx) {
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));

@@ -2,14 +2,18 @@
 // the protocol (sites/wire.h) over one gRPC channel. A hello and a leave are tried again with backoff while the
 // shard cannot be reached (restarting, a link down) for up to `patience` seconds; a submission and a fetch throw
 // Disconnected instead, for the caller's own retry (sites/site_lane.cpp). A refusal ends a call at once, as a
-// fedshard::Error with the server's line; so does a server certificate that does not verify against the CA.
+// fedshard::Error with the server's line; so does a server certificate that does not verify against the CA. A hello
+// refused because another job holds the site's name is tried again for up to a minute: a predecessor that died
+// without closing its connections holds it until keepalive ends them (sites/site_sessions.h).
 #pragma once
 
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "sites/tls.h"
@@ -30,6 +34,7 @@ struct Disconnected {
 class ShardClient {
  public:
   ShardClient(std::string address, const TlsMaterial& tls, const std::string& server_name, double patience);
+  ~ShardClient();
   const std::string& address() const { return address_; }
 
   HelloReply hello(const Hello& h);
@@ -42,7 +47,10 @@ class ShardClient {
     std::vector<Chunk> chunks;
   };
   Fetched fetch(const FetchRequest& r);
-  // Once, briefly: a site that ends does not wait for an absent server.
+  // Holds an Attend call open from a thread of its own until leave() or the end of this client, opened again after a
+  // disconnection; a refusal ends it (the next call says why).
+  void attend(const Attend& a);
+  // Once, briefly: a site that ends does not wait for an absent server. Ends the Attend call first.
   void leave(const Leave& l);
   // Once, without retries (the shard's driver asks again).
   Decision report(const Report& r);
@@ -59,7 +67,14 @@ class ShardClient {
   std::string address_;
   std::shared_ptr<grpc::Channel> channel_;
   double patience_;
+  void stop_attending();
+
   std::atomic<int64_t> submitted_{0};
+  std::thread attending_;
+  std::mutex attend_mu_;
+  std::condition_variable attend_changed_;
+  bool attend_stopping_ = false;
+  grpc::ClientContext* attend_call_ = nullptr;  // the Attend call open now, for its cancellation
 };
 
 }  // namespace fedshard::sites

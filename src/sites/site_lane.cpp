@@ -11,6 +11,7 @@
 #include <future>
 #include <limits>
 #include <numeric>
+#include <random>
 #include <thread>
 
 #include "comm/ledger.h"
@@ -145,6 +146,7 @@ std::pair<int64_t, int64_t> SiteLane::fetch_models(int64_t round, std::vector<at
     FetchRequest req;
     req.round = round;
     req.site = site_.name;
+    req.session = session_;
     req.rank = static_cast<uint32_t>(topo_.world_rank());
     req.begin = p.global.begin;
     req.end = p.global.end;
@@ -194,7 +196,12 @@ int64_t SiteLane::agree_on_round(int64_t round, std::vector<at::Tensor>& values)
 
 void SiteLane::start() {
   at::NoGradGuard no_grad;
+  // The job's session: rank 0's draw, 53 bits so that a double carries it to every rank exactly.
+  std::random_device entropy;
+  const uint64_t drawn = ((uint64_t{entropy()} << 32 | entropy()) & ((uint64_t{1} << 53) - 1)) | 1;
+  session_ = static_cast<uint64_t>(over_site(at::full({1}, static_cast<double>(drawn), at::kDouble))[0][0].item<double>());
   Hello h;
+  h.session = session_;
   h.identity = site_.identity.to_json().dump();
   h.site = site_.name;
   h.rank = static_cast<uint32_t>(topo_.world_rank());
@@ -205,6 +212,7 @@ void SiteLane::start() {
     for (int j = 0; j < shards_; ++j) {
       if (std::none_of(pieces_.begin(), pieces_.end(), [&](const Piece& p) { return p.shard == j; })) continue;
       const auto reply = client(j).hello(h);
+      client(j).attend({site_.name, session_, h.rank});
       FS_CHECK(static_cast<int>(reply.shards) == shards_, "the round server at ", site_.servers[j], " is shard ",
                reply.shard, " of ", reply.shards, "; sites.server names ", shards_, " shards");
       FS_CHECK(static_cast<int>(reply.shard) == j, "sites.server names ", site_.servers[j], " as shard ", j,
@@ -236,6 +244,7 @@ void SiteLane::start() {
       SubmitHeader head;
       head.round = 0;
       head.site = site_.name;
+      head.session = session_;
       head.rank = static_cast<uint32_t>(topo_.world_rank());
       head.payload = Payload::Model;
       head.begin = p.global.begin;
@@ -277,7 +286,7 @@ void SiteLane::leave() {
   for (auto& c : clients_) {
     if (!c) continue;
     try {
-      c->leave({site_.name});
+      c->leave({site_.name, session_});
     } catch (...) {
       // The server is gone: the round closes without this site at its deadline anyway.
     }
@@ -308,6 +317,7 @@ federation::Agreement SiteLane::begin(const std::vector<size_t>& units, double w
     SubmitHeader head;
     head.round = r.number;
     head.site = site_.name;
+    head.session = session_;
     head.rank = static_cast<uint32_t>(topo_.world_rank());
     head.tokens = weight;
     head.begin = p.global.begin;
@@ -368,6 +378,7 @@ void SiteLane::fetch_from(Round& r, int shard, const std::vector<size_t>& pieces
     req.round = r.number;
     req.have = global_round_;
     req.site = site_.name;
+    req.session = session_;
     req.rank = head.rank;
     req.begin = head.begin;
     req.end = head.end;

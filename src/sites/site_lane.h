@@ -98,6 +98,7 @@ class SiteLane final : public federation::Lane {
   std::vector<at::Tensor> global_;    // per unit: the global slice of round global_round_
   std::vector<at::Tensor> residual_;  // per unit: error feedback of what this rank's encodings lost
   int64_t global_round_ = -1;
+  uint64_t session_ = 0;  // this job's, drawn by rank 0 at start() (sites/site_sessions.h)
   std::unique_ptr<Round> round_;
   std::vector<at::Tensor> saved_shards_;  // while the global model is swapped in
 };

@@ -19,6 +19,7 @@ class Writer {
   void u8(uint8_t v) { out_.push_back(static_cast<char>(v)); }
   void u32(uint32_t v) { raw(&v, 4); }
   void i64(int64_t v) { raw(&v, 8); }
+  void u64(uint64_t v) { raw(&v, 8); }
   void f64(double v) { raw(&v, 8); }
   void str(const std::string& s) {
     u32(static_cast<uint32_t>(s.size()));
@@ -51,6 +52,11 @@ class Reader {
   }
   uint32_t u32() { return raw<uint32_t>(); }
   int64_t i64() { return raw<int64_t>(); }
+  uint64_t session() {
+    const auto v = raw<uint64_t>();
+    if (v == 0) fail("session 0");
+    return v;
+  }
   double f64() { return raw<double>(); }
   std::string str(uint32_t limit = kMaxString) {
     const uint32_t n = u32();
@@ -123,6 +129,7 @@ std::vector<SiteTokens> read_sites(Reader& r) {
 std::string encode(const Hello& m) {
   Writer w(MsgType::Hello);
   w.u32(m.version);
+  w.u64(m.session);
   w.str(m.identity);
   w.str(m.site);
   w.u32(m.rank);
@@ -134,6 +141,8 @@ Hello parse_hello(const std::string& bytes) {
   Reader r(bytes, MsgType::Hello, "hello");
   Hello m;
   m.version = r.u32();
+  if (m.version != kProtocolVersion) return m;  // another protocol's: the server refuses it by its version
+  m.session = r.session();
   m.identity = r.str();
   m.site = r.str();
   m.rank = r.u32();
@@ -175,6 +184,7 @@ std::string encode(const SubmitHeader& m) {
   Writer w(MsgType::SubmitHeader);
   w.i64(m.round);
   w.str(m.site);
+  w.u64(m.session);
   w.u32(m.rank);
   w.u8(static_cast<uint8_t>(m.payload));
   w.f64(m.tokens);
@@ -188,6 +198,7 @@ SubmitHeader parse_submit_header(const std::string& bytes) {
   SubmitHeader m;
   m.round = r.i64();
   m.site = r.str();
+  m.session = r.session();
   m.rank = r.u32();
   m.payload = payload_of(r);
   m.tokens = r.f64();
@@ -242,6 +253,7 @@ std::string encode(const FetchRequest& m) {
   w.i64(m.round);
   w.i64(m.have);
   w.str(m.site);
+  w.u64(m.session);
   w.u32(m.rank);
   w.i64(m.begin);
   w.i64(m.end);
@@ -254,6 +266,7 @@ FetchRequest parse_fetch_request(const std::string& bytes) {
   m.round = r.i64();
   m.have = r.i64();
   m.site = r.str();
+  m.session = r.session();
   m.rank = r.u32();
   range_of(r, m.begin, m.end);
   if (m.round < 0 || m.have < -1) r.fail("round " + std::to_string(m.round) + ", have " + std::to_string(m.have));
@@ -287,6 +300,7 @@ FetchHeader parse_fetch_header(const std::string& bytes) {
 std::string encode(const Leave& m) {
   Writer w(MsgType::Leave);
   w.str(m.site);
+  w.u64(m.session);
   return w.take();
 }
 
@@ -294,6 +308,7 @@ Leave parse_leave(const std::string& bytes) {
   Reader r(bytes, MsgType::Leave, "leave");
   Leave m;
   m.site = r.str();
+  m.session = r.session();
   r.done();
   return m;
 }
@@ -358,6 +373,24 @@ Decision parse_decision(const std::string& bytes) {
   m.verdict = static_cast<Verdict>(verdict);
   m.participants = read_sites(r);
   m.aggregate = r.str();
+  r.done();
+  return m;
+}
+
+std::string encode(const Attend& m) {
+  Writer w(MsgType::Attend);
+  w.str(m.site);
+  w.u64(m.session);
+  w.u32(m.rank);
+  return w.take();
+}
+
+Attend parse_attend(const std::string& bytes) {
+  Reader r(bytes, MsgType::Attend, "attend");
+  Attend m;
+  m.site = r.str();
+  m.session = r.session();
+  m.rank = r.u32();
   r.done();
   return m;
 }

@@ -12,7 +12,8 @@
 
 namespace fedshard::sites {
 
-constexpr uint32_t kProtocolVersion = 1;
+// 2: every call of a site carries its job's session (a second job under a connected site's name is refused).
+constexpr uint32_t kProtocolVersion = 2;
 // A data chunk's payload: at most this many bytes (4 MiB of float32 values), below gRPC's message limit.
 constexpr uint32_t kMaxPayload = 4u << 20;
 constexpr uint32_t kMaxString = 4096;
@@ -23,12 +24,15 @@ struct WireError : std::runtime_error {
 };
 
 enum class MsgType : uint8_t {
-  Hello = 1, HelloReply, SubmitHeader, Chunk, SubmitReply, FetchRequest, FetchHeader, Leave, Ack, Report, Decision
+  Hello = 1, HelloReply, SubmitHeader, Chunk, SubmitReply, FetchRequest, FetchHeader, Leave, Ack, Report, Decision,
+  Attend
 };
 
-// A site rank's greeting to a shard, on every (re)connection.
+// A site rank's greeting to a shard, on every (re)connection. A hello of another protocol version is read no further
+// than its version, so that the server can say which one it speaks.
 struct Hello {
   uint32_t version = kProtocolVersion;
+  uint64_t session = 0;  // the site's job: one number its ranks agree on, never 0 (sites/site_sessions.h)
   std::string identity;  // the federation's identity (sites/identity.h): model, tokenizer, codec
   std::string site;
   uint32_t rank = 0, ranks = 1;  // this rank of the site's ranks
@@ -52,6 +56,7 @@ enum class Payload : uint8_t {
 struct SubmitHeader {
   int64_t round = 0;
   std::string site;
+  uint64_t session = 0;
   uint32_t rank = 0;
   Payload payload = Payload::Model;
   double tokens = 0;  // the site's weight: tokens it trained on since its last round
@@ -76,6 +81,7 @@ struct FetchRequest {
   int64_t round = 0;       // the round whose result the rank wants (the shard's later one will do)
   int64_t have = -1;       // the round whose global model the rank holds: a delta from it suffices
   std::string site;
+  uint64_t session = 0;
   uint32_t rank = 0;
   int64_t begin = 0, end = 0;
 };
@@ -92,6 +98,15 @@ struct FetchHeader {
 
 struct Leave {
   std::string site;
+  uint64_t session = 0;
+};
+
+// A site rank's call held open for as long as its job runs: the shard counts the job as connected while it is open
+// (sites/site_sessions.h). The shard answers with one Ack once it counts it, then nothing until the call ends.
+struct Attend {
+  std::string site;
+  uint64_t session = 0;
+  uint32_t rank = 0;
 };
 
 struct Ack {
@@ -135,6 +150,7 @@ std::string encode(const Leave& m);
 std::string encode(const Ack& m);
 std::string encode(const Report& m);
 std::string encode(const Decision& m);
+std::string encode(const Attend& m);
 
 Hello parse_hello(const std::string& bytes);
 HelloReply parse_hello_reply(const std::string& bytes);
@@ -147,6 +163,7 @@ Leave parse_leave(const std::string& bytes);
 Ack parse_ack(const std::string& bytes);
 Report parse_report(const std::string& bytes);
 Decision parse_decision(const std::string& bytes);
+Attend parse_attend(const std::string& bytes);
 
 // A chunk of `count` elements with its payload's checksum.
 Chunk make_chunk(int64_t offset, int64_t count, std::string payload);
