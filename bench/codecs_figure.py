@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Validation perplexity against cumulative inter-group bytes (rank 0's, counted by the Ledger at the collectives the
-rounds really ran), one line per run of bench/codecs.sh (gnuplot, as bench/multisite_table.py).
+rounds really ran), one line per run of bench/codecs.sh (gnuplot, as bench/multisite_table.py): one colour per arm,
+one dash pattern per seed.
 Usage: bench/codecs_figure.py OUT.png RUN_DIR..."""
 import json
 import os
@@ -26,15 +27,21 @@ def series(run):
 def main():
     path, runs = sys.argv[1], sys.argv[2:]
     with tempfile.TemporaryDirectory() as d:
-        plots, ppl = [], []
-        for i, run in enumerate(runs):
-            f = os.path.join(d, f"{i}.dat")
-            points = series(run)
-            ppl += [p for _, p in points]
-            with open(f, "w") as dat:
-                dat.writelines(f"{b} {p}\n" for b, p in points)
-            title = os.path.basename(run.rstrip("/")).split("-", 3)[-1].replace("-", ", ").replace("_", " ")
-            plots.append(f"'{f}' using 1:2 with linespoints title '{title}'")
+        plots, ppl, arms = [], [], {}
+        for run in runs:  # codec-ARM-sSEED-CODEC
+            _, _, seed, codec = os.path.basename(run.rstrip("/")).split("-", 3)
+            arms.setdefault(codec, []).append((int(seed[1:]), run))
+        for a, (codec, seeded) in enumerate(arms.items()):
+            for k, (seed, run) in enumerate(sorted(seeded)):
+                f = os.path.join(d, f"{a}-{seed}.dat")
+                points = series(run)
+                ppl += [p for _, p in points]
+                with open(f, "w") as dat:
+                    dat.writelines(f"{b} {p}\n" for b, p in points)
+                seeds = ", ".join(str(s) for s, _ in sorted(seeded))
+                title = f"title '{codec.replace('-', ', ').replace('_', ' ')} (seed{'s' if len(seeded) > 1 else ''} {seeds})'" \
+                    if k == 0 else "notitle"
+                plots.append(f"'{f}' using 1:2 with linespoints lc {a + 1} dt {seed + 1} pt {a + 4} {title}")
         script = os.path.join(d, "plot.gp")
         with open(script, "w") as g:
             g.write(f"set terminal pngcairo size 820,500\nset output '{path}'\n"
